@@ -1,0 +1,2 @@
+//! `flow`: the Flow command-line tool.
+fn main() {}
