@@ -41,7 +41,13 @@ pub struct RuleBatch {
 }
 
 const BATCH_FIELDS: &[&str] = &["version", "rules"];
-const RULE_FIELDS: &[&str] = &["name", "description", "operation_type", "operation", "steps"];
+const RULE_FIELDS: &[&str] = &[
+    "name",
+    "description",
+    "operation_type",
+    "operation",
+    "steps",
+];
 
 impl RuleBatch {
     /// Parses and validates a YAML batch file, collecting every error.
@@ -131,7 +137,8 @@ fn rule(
     value: &Value,
 ) -> (Option<(OperationCode, Path)>, Option<RuleSpec>) {
     let before = c.count();
-    let Some(map) = c.object(path, value, RULE_FIELDS, &[]) else {
+    let Value::Object(map) = value else {
+        c.wrong_type(path, "an object", value);
         return (None, None);
     };
     let name = rule_name(c, path, field(map, "name"));
@@ -139,10 +146,16 @@ fn rule(
         Some(n) => path.label(n),
         None => path.clone(),
     };
+    c.object(path, value, RULE_FIELDS, &[]);
     let description = field(map, "description")
         .map(|v| c.string(&path.field("description"), v).map(str::to_owned))
         .unwrap_or(Some(String::new()));
-    let operation = operation(c, path, field(map, "operation_type"), field(map, "operation"));
+    let operation = operation(
+        c,
+        path,
+        field(map, "operation_type"),
+        field(map, "operation"),
+    );
     let steps = steps(c, path, map);
     let key = operation.map(|op| (op, path.clone()));
     if c.count() != before {
@@ -222,13 +235,14 @@ pub(crate) fn operation(
         }
         Some(v) => {
             let p = path.field("operation_type");
-            c.string(&p, v).and_then(|s| match s.parse::<OperationType>() {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    c.report(&p, Problem::InvalidName(e.to_string()));
-                    None
-                }
-            })
+            c.string(&p, v)
+                .and_then(|s| match s.parse::<OperationType>() {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        c.report(&p, Problem::InvalidName(e.to_string()));
+                        None
+                    }
+                })
         }
     };
     let Some(code) = code else {

@@ -20,7 +20,12 @@ pub(crate) fn json_value(text: &str) -> Result<Value, ValidationErrors> {
 }
 
 fn syntax(format: &'static str, error: impl std::fmt::Display) -> ValidationErrors {
-    let message = error.to_string().lines().next().unwrap_or_default().to_owned();
+    let message = error
+        .to_string()
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .to_owned();
     ValidationErrors(vec![ValidationError {
         path: Path::root(),
         problem: Problem::Syntax { format, message },

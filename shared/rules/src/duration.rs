@@ -204,10 +204,11 @@ pub fn format_short(d: Duration) -> String {
     let long = format_go(d);
     let mut out = long.as_str();
     for suffix in ["0s", "0m"] {
-        if let Some(stripped) = out.strip_suffix(suffix) {
-            if !stripped.is_empty() && !stripped.ends_with(|c: char| c.is_ascii_digit()) {
-                out = stripped;
-            }
+        if let Some(stripped) = out.strip_suffix(suffix)
+            && !stripped.is_empty()
+            && !stripped.ends_with(|c: char| c.is_ascii_digit())
+        {
+            out = stripped;
         }
     }
     out.to_owned()

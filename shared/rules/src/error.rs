@@ -149,7 +149,9 @@ pub enum Problem {
         first: String,
     },
     /// `max_interval` below `initial_interval`.
-    #[error("max_interval {max} is shorter than initial_interval {initial}; make it at least as long, or omit it for no cap")]
+    #[error(
+        "max_interval {max} is shorter than initial_interval {initial}; make it at least as long, or omit it for no cap"
+    )]
     MaxBelowInitial {
         /// The cap.
         max: String,
@@ -157,7 +159,9 @@ pub enum Problem {
         initial: String,
     },
     /// Two rules of a batch for one operation.
-    #[error("second rule for {operation_type}/{code} ({first}); a batch holds one rule per operation")]
+    #[error(
+        "second rule for {operation_type}/{code} ({first}); a batch holds one rule per operation"
+    )]
     DuplicateRule {
         /// The type.
         operation_type: crate::OperationType,
@@ -167,7 +171,9 @@ pub enum Problem {
         first: String,
     },
     /// A batch that has rules of a type but lacks a required code of it.
-    #[error("has {operation_type} rules but none for {code}; a batch with {operation_type} rules must include {required}")]
+    #[error(
+        "has {operation_type} rules but none for {code}; a batch with {operation_type} rules must include {required}"
+    )]
     MissingRequiredOperation {
         /// The type.
         operation_type: crate::OperationType,
@@ -271,7 +277,10 @@ mod tests {
             .field("post_operation")
             .index(0)
             .label("VerifyPowerStatus");
-        assert_eq!(p.to_string(), "steps[1].post_operation[0] (VerifyPowerStatus)");
+        assert_eq!(
+            p.to_string(),
+            "steps[1].post_operation[0] (VerifyPowerStatus)"
+        );
         assert_eq!(Path::root().to_string(), "document");
     }
 

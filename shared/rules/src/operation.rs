@@ -318,7 +318,9 @@ mod tests {
 
     #[test]
     fn a_code_of_another_type_is_refused() {
-        let err = OperationType::PowerControl.parse_code("upgrade").unwrap_err();
+        let err = OperationType::PowerControl
+            .parse_code("upgrade")
+            .unwrap_err();
         assert_eq!(
             err.to_string(),
             "operation \"upgrade\" is not a power_control operation; allowed: power_on, \

@@ -10,8 +10,8 @@ use serde_json::{Map, Value};
 use crate::check::{Checker, Refused, field};
 use crate::error::{Path, Problem, closest};
 use crate::{
-    Action, ActionName, ComponentType, FirmwareOperation, PowerOperation, PowerState,
-    RetryPolicy, RuleDefinition, SchemaVersion, Stage, Step,
+    Action, ActionName, ComponentType, FirmwareOperation, PowerOperation, PowerState, RetryPolicy,
+    RuleDefinition, SchemaVersion, Stage, Step,
 };
 
 /// Most retry attempts a step may ask for: Flow's own limit, so that budgets
@@ -45,15 +45,15 @@ const ACTION_FIELDS: &[&str] = &["name", "timeout", "poll_interval", "parameters
 pub(crate) fn version(c: &mut Checker, path: &Path, map: &Map<String, Value>) -> SchemaVersion {
     if let Some(v) = field(map, "version") {
         let p = path.field("version");
-        if let Some(s) = c.string(&p, v) {
-            if s != "v1" {
-                c.report(
-                    &p,
-                    Problem::InvalidName(format!(
-                        "unsupported version {s:?}; the only version is \"v1\" (or omit it)"
-                    )),
-                );
-            }
+        if let Some(s) = c.string(&p, v)
+            && s != "v1"
+        {
+            c.report(
+                &p,
+                Problem::InvalidName(format!(
+                    "unsupported version {s:?}; the only version is \"v1\" (or omit it)"
+                )),
+            );
         }
     }
     SchemaVersion::V1
@@ -126,13 +126,14 @@ fn step(c: &mut Checker, path: &Path, value: &Value) -> (Option<StepKey>, Option
         }
         Some(v) => {
             let p = path.field("component_type");
-            c.string(&p, v).and_then(|s| match s.parse::<ComponentType>() {
-                Ok(t) => Some(t),
-                Err(e) => {
-                    c.report(&p, Problem::InvalidName(e.to_string()));
-                    None
-                }
-            })
+            c.string(&p, v)
+                .and_then(|s| match s.parse::<ComponentType>() {
+                    Ok(t) => Some(t),
+                    Err(e) => {
+                        c.report(&p, Problem::InvalidName(e.to_string()));
+                        None
+                    }
+                })
         }
     };
     let stage = match field(map, "stage") {
@@ -218,50 +219,53 @@ fn retry(c: &mut Checker, path: &Path, value: &Value) -> Option<RetryPolicy> {
         }
         v
     };
-    let max_attempts = required(c, "max_attempts", "total attempts including the first, >= 1")
-        .and_then(|v| {
-            c.integer(
-                &path.field("max_attempts"),
-                v,
-                1,
-                MAX_RETRY_ATTEMPTS,
-                "between 1 and 100",
-            )
-        })
-        .and_then(|n| u32::try_from(n).ok())
-        .and_then(NonZeroU32::new);
+    let max_attempts = required(
+        c,
+        "max_attempts",
+        "total attempts including the first, >= 1",
+    )
+    .and_then(|v| {
+        c.integer(
+            &path.field("max_attempts"),
+            v,
+            1,
+            MAX_RETRY_ATTEMPTS,
+            "between 1 and 100",
+        )
+    })
+    .and_then(|n| u32::try_from(n).ok())
+    .and_then(NonZeroU32::new);
     let initial_interval = required(c, "initial_interval", "a positive duration such as \"5s\"")
         .and_then(|v| c.positive_duration(&path.field("initial_interval"), v));
-    let backoff_coefficient = required(c, "backoff_coefficient", "a number >= 1.0")
-        .and_then(|v| {
-            let p = path.field("backoff_coefficient");
-            let f = c.number(&p, v)?;
-            if f >= 1.0 && f.is_finite() {
-                Some(f)
-            } else {
-                c.report(
-                    &p,
-                    Problem::OutOfRange {
-                        bound: ">= 1.0",
-                        got: format!("{f}"),
-                    },
-                );
-                None
-            }
-        });
+    let backoff_coefficient = required(c, "backoff_coefficient", "a number >= 1.0").and_then(|v| {
+        let p = path.field("backoff_coefficient");
+        let f = c.number(&p, v)?;
+        if f >= 1.0 && f.is_finite() {
+            Some(f)
+        } else {
+            c.report(
+                &p,
+                Problem::OutOfRange {
+                    bound: ">= 1.0",
+                    got: format!("{f}"),
+                },
+            );
+            None
+        }
+    });
     let max_interval = field(map, "max_interval")
         .map(|v| c.non_negative_duration(&path.field("max_interval"), v))
         .map_or(Some(None), |d| d.map(|d| (!d.is_zero()).then_some(d)));
-    if let (Some(Some(max)), Some(initial)) = (max_interval, initial_interval) {
-        if max < initial {
-            c.report(
-                &path.field("max_interval"),
-                Problem::MaxBelowInitial {
-                    max: crate::duration::format_short(max),
-                    initial: crate::duration::format_short(initial),
-                },
-            );
-        }
+    if let (Some(Some(max)), Some(initial)) = (max_interval, initial_interval)
+        && max < initial
+    {
+        c.report(
+            &path.field("max_interval"),
+            Problem::MaxBelowInitial {
+                max: crate::duration::format_short(max),
+                initial: crate::duration::format_short(initial),
+            },
+        );
     }
     if c.count() != before {
         return None;
@@ -435,15 +439,25 @@ fn action_duration(
 /// Parses one action. The path is labelled with the action's name.
 pub(crate) fn action(c: &mut Checker, path: &Path, value: &Value) -> Option<Action> {
     let before = c.count();
-    let map = c.object(path, value, ACTION_FIELDS, &[])?;
-    let name = action_name(c, path, map)?;
-    let path = &path.label(name.as_str());
+    let Value::Object(map) = value else {
+        c.wrong_type(path, "an object", value);
+        return None;
+    };
+    let name = action_name(c, path, map);
+    let path = &match name {
+        Some(name) => path.label(name.as_str()),
+        None => path.clone(),
+    };
+    c.object(path, value, ACTION_FIELDS, &[]);
+    let name = name?;
     let spec = spec(name);
     let empty = Map::new();
     let params_path = path.field("parameters");
     let params = match field(map, "parameters") {
         None => &empty,
-        Some(v) => c.object(&params_path, v, spec.params, &[]).unwrap_or(&empty),
+        Some(v) => c
+            .object(&params_path, v, spec.params, &[])
+            .unwrap_or(&empty),
     };
     // Reference order (`rules.md` §6.5): required parameters, timeout,
     // poll_interval, then the parameter values.
@@ -495,8 +509,8 @@ pub(crate) fn action(c: &mut Checker, path: &Path, value: &Value) -> Option<Acti
             })
         }
         ActionName::VerifyPowerStatus => {
-            let expected = param("expected_status")
-                .and_then(|v| power_state(c, &pp("expected_status"), v));
+            let expected =
+                param("expected_status").and_then(|v| power_state(c, &pp("expected_status"), v));
             Some(Action::VerifyPowerStatus {
                 expected: expected?,
                 timeout: timeout??,
@@ -516,9 +530,7 @@ pub(crate) fn action(c: &mut Checker, path: &Path, value: &Value) -> Option<Acti
                 poll_interval: poll_interval??,
             })
         }
-        ActionName::GetPowerStatus => Some(Action::GetPowerStatus {
-            timeout: timeout??,
-        }),
+        ActionName::GetPowerStatus => Some(Action::GetPowerStatus { timeout: timeout?? }),
         ActionName::DecommissionControl => Some(Action::DecommissionControl),
         ActionName::WaitDecommissioned => Some(Action::WaitDecommissioned {
             timeout: timeout??,

@@ -24,8 +24,7 @@ impl RetryPolicy {
     /// cap (see [`defaults`]).
     pub fn step_default() -> Self {
         RetryPolicy {
-            max_attempts: NonZeroU32::new(defaults::RETRY_MAX_ATTEMPTS)
-                .unwrap_or(NonZeroU32::MIN),
+            max_attempts: NonZeroU32::new(defaults::RETRY_MAX_ATTEMPTS).unwrap_or(NonZeroU32::MIN),
             initial_interval: defaults::RETRY_INITIAL_INTERVAL,
             backoff_coefficient: defaults::RETRY_BACKOFF_COEFFICIENT,
             max_interval: Some(defaults::RETRY_MAX_INTERVAL),

@@ -108,7 +108,10 @@ fn canonical_json_of_the_seed_examples_parses_back_identically() {
 
 #[test]
 fn the_example_batch_validates_and_covers_every_operation_it_promises() {
-    let path = format!("{}/../../examples/operation-rules.yaml", env!("CARGO_MANIFEST_DIR"));
+    let path = format!(
+        "{}/../../examples/operation-rules.yaml",
+        env!("CARGO_MANIFEST_DIR")
+    );
     let text = std::fs::read_to_string(&path).expect("examples/operation-rules.yaml");
     let batch = RuleBatch::from_yaml_str(&text).unwrap_or_else(|e| panic!("{e}"));
     let codes: Vec<_> = batch.rules.iter().map(|r| r.operation.as_str()).collect();
@@ -122,7 +125,10 @@ fn the_example_batch_validates_and_covers_every_operation_it_promises() {
         "upgrade",
         "decommission",
     ] {
-        assert!(codes.contains(&code), "example batch lacks {code}: {codes:?}");
+        assert!(
+            codes.contains(&code),
+            "example batch lacks {code}: {codes:?}"
+        );
     }
 }
 
