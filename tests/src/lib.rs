@@ -1,0 +1,565 @@
+//! Test support for flow's integration tests.
+//!
+//! Tests talk to real services, never mocks:
+//!
+//! * [`NatsServer`] spawns a private `nats-server` (JetStream on, its own free
+//!   ports and store directory) from the binary named by the
+//!   [`NATS_SERVER_ENV`] environment variable, and stops it on drop, so tests
+//!   running in parallel never share a server.
+//! * [`database_url`] returns the PostgreSQL URL named by [`DATABASE_URL_ENV`].
+//! * [`wait_until`] is the one way to wait for something: bounded, polling,
+//!   never a bare sleep in a test.
+//!
+//! `scripts/test` provisions both services and exports both variables; run
+//! the tests through it, or export the variables it prints.
+
+use std::fmt;
+use std::fs::{self, File};
+use std::io::{self, Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Environment variable holding the absolute path of a `nats-server` (>= 2.10) binary.
+pub const NATS_SERVER_ENV: &str = "FLOW_NATS_SERVER";
+
+/// Environment variable holding the URL of the PostgreSQL server tests may use.
+pub const DATABASE_URL_ENV: &str = "FLOW_TEST_DATABASE_URL";
+
+/// How long [`NatsServer::start`] waits for a server to report healthy.
+pub const NATS_START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How many times [`NatsServer::start`] retries with fresh ports when a
+/// server exits at startup (another process took a port in the meantime).
+const NATS_START_ATTEMPTS: u32 = 3;
+
+/// Timeout for one HTTP request to a monitoring endpoint.
+const HTTP_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Returned by [`wait_until`] when the condition did not hold in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitTimedOut {
+    /// How long [`wait_until`] waited before giving up.
+    pub waited: Duration,
+}
+
+impl fmt::Display for WaitTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "condition still false after {:?}", self.waited)
+    }
+}
+
+impl std::error::Error for WaitTimedOut {}
+
+/// Calls `condition` every `poll` until it returns `true` or `timeout` has
+/// passed, and returns how long that took.
+///
+/// The condition is always evaluated at least once, and once more at the
+/// deadline, so a zero `timeout` means "check exactly once".
+///
+/// # Errors
+///
+/// [`WaitTimedOut`] if the condition never returned `true` in time.
+pub fn wait_until(
+    timeout: Duration,
+    poll: Duration,
+    mut condition: impl FnMut() -> bool,
+) -> Result<Duration, WaitTimedOut> {
+    let start = Instant::now();
+    let deadline = start + timeout;
+    loop {
+        if condition() {
+            return Ok(start.elapsed());
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(WaitTimedOut {
+                waited: start.elapsed(),
+            });
+        }
+        thread::sleep(poll.min(deadline - now));
+    }
+}
+
+/// Returns the path in [`NATS_SERVER_ENV`].
+///
+/// # Panics
+///
+/// If the variable is unset or empty, with a message saying how to set it.
+#[must_use]
+pub fn nats_server_binary() -> PathBuf {
+    match std::env::var_os(NATS_SERVER_ENV) {
+        Some(path) if !path.is_empty() => PathBuf::from(path),
+        _ => panic!(
+            "{NATS_SERVER_ENV} is not set: it must name a nats-server >= 2.10 binary. \
+             Run the tests through scripts/test, which installs one and exports \
+             {NATS_SERVER_ENV}, or export it yourself."
+        ),
+    }
+}
+
+/// Returns the PostgreSQL URL in [`DATABASE_URL_ENV`].
+///
+/// # Panics
+///
+/// If the variable is unset or empty, with a message saying how to set it.
+#[must_use]
+pub fn database_url() -> String {
+    match std::env::var(DATABASE_URL_ENV) {
+        Ok(url) if !url.is_empty() => url,
+        _ => panic!(
+            "{DATABASE_URL_ENV} is not set: it must be a postgres:// URL. \
+             Run the tests through scripts/test, which starts PostgreSQL and exports \
+             {DATABASE_URL_ENV}, or export it yourself \
+             (e.g. postgres://postgres@127.0.0.1:5432/postgres)."
+        ),
+    }
+}
+
+/// Extracts the host and port from a URL such as
+/// `postgres://user:password@host:5432/db` or `nats://[::1]:4222`.
+///
+/// `default_port` is used when the URL names none. IPv6 hosts are returned
+/// without their brackets.
+///
+/// # Errors
+///
+/// A message naming the URL when it has no `scheme://`, no host, or a port
+/// that is not a number in 1..=65535.
+pub fn url_host_port(url: &str, default_port: u16) -> Result<(String, u16), String> {
+    let (_, rest) = url
+        .split_once("://")
+        .ok_or_else(|| format!("not a URL (no scheme://): {url:?}"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority
+        .rsplit_once('@')
+        .map_or(authority, |(_, host_port)| host_port);
+    let (host, port) = if let Some(bracketed) = host_port.strip_prefix('[') {
+        let (host, after) = bracketed
+            .split_once(']')
+            .ok_or_else(|| format!("unclosed '[' in the host of {url:?}"))?;
+        match after.strip_prefix(':') {
+            Some(port) => (host, Some(port)),
+            None if after.is_empty() => (host, None),
+            None => return Err(format!("unexpected {after:?} after the host of {url:?}")),
+        }
+    } else {
+        match host_port.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        }
+    };
+    if host.is_empty() {
+        return Err(format!("no host in {url:?}"));
+    }
+    let port = match port {
+        None | Some("") => default_port,
+        Some(port) => match port.parse::<u16>() {
+            Ok(port) if port != 0 => port,
+            _ => return Err(format!("bad port {port:?} in {url:?}")),
+        },
+    };
+    Ok((host.to_owned(), port))
+}
+
+/// Sends `GET path` over HTTP/1.0 to `127.0.0.1:port` and returns the status
+/// code and the body.
+///
+/// # Errors
+///
+/// Connection or I/O failures (each step times out after two seconds), or a
+/// reply that is not HTTP.
+pub fn http_get(port: u16, path: &str) -> io::Result<(u16, String)> {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut stream = TcpStream::connect_timeout(&addr, HTTP_TIMEOUT)?;
+    stream.set_read_timeout(Some(HTTP_TIMEOUT))?;
+    stream.set_write_timeout(Some(HTTP_TIMEOUT))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nAccept: */*\r\n\r\n"
+    )?;
+    let mut reply = Vec::new();
+    stream.read_to_end(&mut reply)?;
+    let reply = String::from_utf8_lossy(&reply);
+    let bad = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("not an HTTP reply: {reply:?}"),
+        )
+    };
+    let (head, body) = reply.split_once("\r\n\r\n").ok_or_else(bad)?;
+    let status = head
+        .lines()
+        .next()
+        .and_then(|line| line.split_whitespace().nth(1))
+        .and_then(|code| code.parse::<u16>().ok())
+        .ok_or_else(bad)?;
+    Ok((status, body.to_owned()))
+}
+
+/// Returns a name no other call, in this or any other process, returns:
+/// `<prefix>-<pid>-<counter>-<nanoseconds since the epoch>`.
+fn unique_name(prefix: &str) -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{prefix}-{}-{n}-{nanos}", std::process::id())
+}
+
+/// Asks the OS for `count` distinct free TCP ports on 127.0.0.1.
+///
+/// All listeners are held until every port is chosen, so the ports differ
+/// from each other; another process may still take one before it is used,
+/// which [`NatsServer::start`] handles by retrying.
+fn free_ports(count: usize) -> io::Result<Vec<u16>> {
+    let listeners = (0..count)
+        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
+        .collect::<io::Result<Vec<_>>>()?;
+    listeners
+        .iter()
+        .map(|l| l.local_addr().map(|a| a.port()))
+        .collect()
+}
+
+/// Why one attempt of [`NatsServer::start`] failed, and whether another may succeed.
+#[derive(Debug)]
+struct StartError {
+    message: String,
+    retry: bool,
+}
+
+impl StartError {
+    fn fatal(message: String) -> Self {
+        Self {
+            message,
+            retry: false,
+        }
+    }
+}
+
+/// A private `nats-server` child process with JetStream enabled, listening
+/// on 127.0.0.1 on ports of its own, with its own store directory.
+///
+/// Dropping it kills the process and deletes its directory (store, config
+/// and log).
+#[derive(Debug)]
+pub struct NatsServer {
+    child: Child,
+    name: String,
+    port: u16,
+    monitor_port: u16,
+    dir: PathBuf,
+}
+
+impl NatsServer {
+    /// Starts a server from the binary in [`NATS_SERVER_ENV`] and waits (at
+    /// most [`NATS_START_TIMEOUT`]) until its `/healthz` answers 200.
+    ///
+    /// The server runs with `-js`, a store directory of its own (`-sd`), a
+    /// monitoring port (`-m`), and a config file with
+    /// `jetstream { sync_interval: always }`, so acknowledged JetStream
+    /// writes are on disk.
+    ///
+    /// # Panics
+    ///
+    /// If [`NATS_SERVER_ENV`] is unset, or the server does not become healthy;
+    /// the message includes the server's log.
+    #[must_use]
+    pub fn start() -> Self {
+        let binary = nats_server_binary();
+        let mut errors = Vec::new();
+        for attempt in 1..=NATS_START_ATTEMPTS {
+            match Self::try_start(&binary) {
+                Ok(server) => return server,
+                Err(StartError { message, retry }) => {
+                    errors.push(format!("attempt {attempt}: {message}"));
+                    if !retry {
+                        break;
+                    }
+                }
+            }
+        }
+        panic!(
+            "could not start nats-server {} ({NATS_SERVER_ENV}):\n{}",
+            binary.display(),
+            errors.join("\n")
+        );
+    }
+
+    fn try_start(binary: &Path) -> Result<Self, StartError> {
+        let name = unique_name("flow-nats");
+        let dir = std::env::temp_dir().join(&name);
+        fs::create_dir(&dir)
+            .map_err(|e| StartError::fatal(format!("creating {}: {e}", dir.display())))?;
+        match Self::spawn_in(binary, name, &dir) {
+            Ok(server) => Ok(server),
+            Err(err) => {
+                let _ = fs::remove_dir_all(&dir);
+                Err(err)
+            }
+        }
+    }
+
+    fn spawn_in(binary: &Path, name: String, dir: &Path) -> Result<Self, StartError> {
+        let config = dir.join("nats.conf");
+        let store = dir.join("store");
+        let log = dir.join("nats.log");
+        fs::write(&config, "jetstream {\n  sync_interval: always\n}\n")
+            .map_err(|e| StartError::fatal(format!("writing {}: {e}", config.display())))?;
+        let ports =
+            free_ports(2).map_err(|e| StartError::fatal(format!("finding free ports: {e}")))?;
+        let (port, monitor_port) = (ports[0], ports[1]);
+        let log_file = File::create(&log)
+            .map_err(|e| StartError::fatal(format!("creating {}: {e}", log.display())))?;
+        let log_file_err = log_file
+            .try_clone()
+            .map_err(|e| StartError::fatal(format!("cloning log handle: {e}")))?;
+
+        let child = Command::new(binary)
+            .arg("-c")
+            .arg(&config)
+            .args(["-n", &name, "-a", "127.0.0.1"])
+            .args(["-p", &port.to_string(), "-m", &monitor_port.to_string()])
+            .arg("-js")
+            .arg("-sd")
+            .arg(&store)
+            .stdin(Stdio::null())
+            .stdout(log_file)
+            .stderr(log_file_err)
+            .spawn()
+            .map_err(|e| StartError::fatal(format!("spawning {}: {e}", binary.display())))?;
+
+        // From here on, Drop kills the child and removes the directory.
+        let mut server = Self {
+            child,
+            name,
+            port,
+            monitor_port,
+            dir: dir.to_path_buf(),
+        };
+        let mut exited = None;
+        let healthy = wait_until(NATS_START_TIMEOUT, Duration::from_millis(25), || {
+            if let Ok(Some(status)) = server.child.try_wait() {
+                exited = Some(status);
+                return true;
+            }
+            matches!(http_get(monitor_port, "/healthz"), Ok((200, _)))
+        });
+        // An early exit or a foreign server on our monitoring port is most
+        // likely a port taken by another process since we chose it: retry
+        // with new ports. A timeout is not retried (it would only triple it).
+        let (reason, retry) = match (exited, healthy) {
+            (Some(status), _) => (format!("nats-server exited at startup ({status})"), true),
+            (None, Err(timed_out)) => (format!("/healthz never answered 200: {timed_out}"), false),
+            (None, Ok(_)) => match server.check_identity() {
+                Ok(()) => return Ok(server),
+                Err(reason) => (reason, true),
+            },
+        };
+        let log = server.log();
+        // Drop kills the child and removes the directory.
+        drop(server);
+        Err(StartError {
+            message: format!("{reason}; server log:\n{log}"),
+            retry,
+        })
+    }
+
+    /// Makes sure the monitoring port answering is this server's (not another
+    /// process that grabbed the port first).
+    fn check_identity(&self) -> Result<(), String> {
+        let body = match http_get(self.monitor_port, "/varz") {
+            Ok((200, body)) => body,
+            Ok((status, body)) => return Err(format!("/varz answered {status}: {body}")),
+            Err(err) => return Err(format!("/varz failed: {err}")),
+        };
+        let varz: serde_json::Value =
+            serde_json::from_str(&body).map_err(|e| format!("/varz is not JSON: {e}: {body}"))?;
+        let reported = varz.get("server_name").and_then(serde_json::Value::as_str);
+        if reported == Some(self.name.as_str()) {
+            Ok(())
+        } else {
+            Err(format!(
+                "monitoring port {} belongs to server {reported:?}, not {:?}",
+                self.monitor_port, self.name
+            ))
+        }
+    }
+
+    /// Client URL, `nats://127.0.0.1:<port>`.
+    #[must_use]
+    pub fn url(&self) -> String {
+        format!("nats://127.0.0.1:{}", self.port)
+    }
+
+    /// Client port.
+    #[must_use]
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// Monitoring base URL, `http://127.0.0.1:<monitor port>`.
+    #[must_use]
+    pub fn monitor_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.monitor_port)
+    }
+
+    /// Monitoring port.
+    #[must_use]
+    pub fn monitor_port(&self) -> u16 {
+        self.monitor_port
+    }
+
+    /// The server's name (`-n`), unique to this server.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// JetStream store directory (`-sd`) of this server.
+    #[must_use]
+    pub fn store_dir(&self) -> PathBuf {
+        self.dir.join("store")
+    }
+
+    /// Raw JSON body of the monitoring endpoint `/varz`.
+    ///
+    /// # Panics
+    ///
+    /// If the request fails or does not answer 200.
+    #[must_use]
+    pub fn varz(&self) -> String {
+        self.monitor_get("/varz")
+    }
+
+    /// Raw body of a monitoring endpoint such as `/jsz` or `/connz`.
+    ///
+    /// # Panics
+    ///
+    /// If the request fails or does not answer 200.
+    #[must_use]
+    pub fn monitor_get(&self, path: &str) -> String {
+        match http_get(self.monitor_port, path) {
+            Ok((200, body)) => body,
+            Ok((status, body)) => {
+                panic!("GET {}{path} answered {status}: {body}", self.monitor_url())
+            }
+            Err(err) => panic!("GET {}{path} failed: {err}", self.monitor_url()),
+        }
+    }
+
+    /// What the server has logged so far (stdout and stderr), for failure messages.
+    #[must_use]
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("nats.log"))
+            .unwrap_or_else(|e| format!("<could not read the server log: {e}>"))
+    }
+}
+
+impl Drop for NatsServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+#[cfg(test)]
+mod unit {
+    use super::*;
+
+    #[test]
+    fn url_host_port_handles_the_usual_shapes() {
+        let cases = [
+            (
+                "postgres://postgres@127.0.0.1:5432/postgres",
+                ("127.0.0.1", 5432),
+            ),
+            (
+                "postgres://u:p%40ss@db.example:6543/x?sslmode=disable",
+                ("db.example", 6543),
+            ),
+            ("postgres://localhost/db", ("localhost", 5432)),
+            ("postgresql://localhost:/db", ("localhost", 5432)),
+            ("nats://[::1]:4222", ("::1", 4222)),
+            ("postgres://user@[::1]/db", ("::1", 5432)),
+            ("postgres://host:7000", ("host", 7000)),
+        ];
+        for (url, (host, port)) in cases {
+            assert_eq!(
+                url_host_port(url, 5432),
+                Ok((host.to_owned(), port)),
+                "parsing {url}"
+            );
+        }
+    }
+
+    #[test]
+    fn url_host_port_rejects_garbage() {
+        for url in [
+            "127.0.0.1:5432",
+            "postgres:///db",
+            "postgres://host:notaport/db",
+            "postgres://host:0/db",
+            "postgres://host:70000/db",
+            "postgres://[::1/db",
+            "postgres://[::1]x/db",
+        ] {
+            assert!(
+                url_host_port(url, 5432).is_err(),
+                "{url} should be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn wait_until_returns_once_the_condition_holds() {
+        let mut calls = 0;
+        let waited = wait_until(Duration::from_secs(5), Duration::from_millis(1), || {
+            calls += 1;
+            calls == 3
+        });
+        assert!(waited.is_ok(), "{waited:?}");
+        assert_eq!(calls, 3);
+    }
+
+    #[test]
+    fn wait_until_gives_up_after_the_timeout() {
+        let mut calls = 0;
+        let result = wait_until(Duration::from_millis(50), Duration::from_millis(10), || {
+            calls += 1;
+            false
+        });
+        let err = result.expect_err("the condition never holds");
+        assert!(err.waited >= Duration::from_millis(50), "{err}");
+        assert!(calls >= 2, "checked {calls} times");
+    }
+
+    #[test]
+    fn wait_until_with_zero_timeout_checks_once() {
+        let mut calls = 0;
+        let result = wait_until(Duration::ZERO, Duration::from_millis(10), || {
+            calls += 1;
+            false
+        });
+        assert!(result.is_err());
+        assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn unique_names_differ() {
+        assert_ne!(unique_name("x"), unique_name("x"));
+    }
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let ports = free_ports(3).expect("ports");
+        assert_eq!(ports.len(), 3);
+        assert!(ports[0] != ports[1] && ports[1] != ports[2] && ports[0] != ports[2]);
+    }
+}
