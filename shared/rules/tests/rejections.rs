@@ -760,3 +760,19 @@ fn an_empty_batch_and_a_batch_without_rules() {
         ]
     );
 }
+
+#[test]
+fn repeated_keys_are_refused_in_json_and_yaml() {
+    let e = RuleDefinition::from_json_str(r#"{"steps": [], "steps": []}"#)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "document: not valid JSON: duplicate key `steps` at line 1 column 21"
+    );
+    let e = RuleDefinition::from_yaml_str("steps: []\nsteps: []\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("document: not valid YAML: "), "{e}");
+    assert!(e.contains("duplicate mapping key: steps"), "{e}");
+}
