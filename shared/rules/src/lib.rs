@@ -36,6 +36,7 @@ mod model;
 mod operation;
 mod parse;
 mod retry;
+mod serde_impls;
 
 pub use action::{Action, ActionName, PowerState};
 pub use batch::{RuleBatch, RuleSpec, spec_from_parts};

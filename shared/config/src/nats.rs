@@ -1,0 +1,42 @@
+//! Connecting to NATS with the configured authentication and TLS.
+
+use crate::NatsSettings;
+
+/// Connects to NATS. `name` identifies the connection on the server
+/// (`nats server report connections`).
+pub async fn connect_nats(
+    settings: &NatsSettings,
+    name: &str,
+) -> Result<async_nats::Client, async_nats::ConnectError> {
+    let mut options = async_nats::ConnectOptions::new()
+        .name(name)
+        .retry_on_initial_connect()
+        .connection_timeout(std::time::Duration::from_secs(5));
+    if let (Some(user), Some(password)) = (&settings.user, &settings.password) {
+        options = options.user_and_password(user.clone(), password.expose().to_owned());
+    }
+    if let Some(token) = &settings.token {
+        options = options.token(token.expose().to_owned());
+    }
+    if let Some(file) = &settings.nkey_file {
+        let seed = std::fs::read_to_string(file).map_err(|e| {
+            async_nats::ConnectError::with_source(async_nats::ConnectErrorKind::Io, e)
+        })?;
+        options = options.nkey(seed.trim().to_owned());
+    }
+    if let Some(file) = &settings.creds_file {
+        options = options.credentials_file(file).await.map_err(|e| {
+            async_nats::ConnectError::with_source(async_nats::ConnectErrorKind::Io, e)
+        })?;
+    }
+    if let Some(ca) = &settings.tls_ca_file {
+        options = options.add_root_certificates(ca.clone());
+    }
+    if let (Some(cert), Some(key)) = (&settings.tls_cert_file, &settings.tls_key_file) {
+        options = options.add_client_certificate(cert.clone(), key.clone());
+    }
+    if settings.tls_required {
+        options = options.require_tls(true);
+    }
+    options.connect(settings.url.as_str()).await
+}

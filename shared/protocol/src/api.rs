@@ -1,0 +1,662 @@
+//! The `flow.api` request/reply contract. Every request is a JSON object
+//! (unknown fields are refused); every reply is
+//! `{"schema": 1, "result": …}` or `{"schema": 1, "error": {"code", "message", "details"}}`.
+
+use flow_rules::{ComponentType, OperationCode, OperationType};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::ids::{ComponentId, RackId, RackRef, RuleId};
+use crate::rack::RackSpec;
+
+/// The schema version of every message.
+pub const SCHEMA: u32 = 1;
+
+/// Stable error codes, for scripts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The request is not valid JSON or has wrong fields or types.
+    BadRequest,
+    /// The request is well-formed but its content is invalid (e.g. a rule
+    /// that fails validation); `details` lists every problem.
+    Invalid,
+    /// What the request names does not exist.
+    NotFound,
+    /// The request conflicts with the current state (a default already
+    /// exists, a name is taken, a rule still has associations).
+    Conflict,
+    /// No service answered (client side), or a dependency is down.
+    Unavailable,
+    /// A fault inside the service; the message says what.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::BadRequest => "bad_request",
+            ErrorCode::Invalid => "invalid",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::Conflict => "conflict",
+            ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Internal => "internal",
+        }
+    }
+}
+
+/// An error reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{code}: {message}", code = code.as_str())]
+pub struct ApiError {
+    /// The stable code.
+    pub code: ErrorCode,
+    /// What was wrong, naming the field or object.
+    pub message: String,
+    /// Every individual problem, when there are several.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<String>,
+}
+
+impl ApiError {
+    /// An error without details.
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            message: message.into(),
+            details: Vec::new(),
+        }
+    }
+
+    /// An `invalid` error listing every problem.
+    pub fn invalid(message: impl Into<String>, details: Vec<String>) -> Self {
+        ApiError {
+            code: ErrorCode::Invalid,
+            message: message.into(),
+            details,
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize)]
+struct Envelope<T> {
+    schema: u32,
+    #[serde(
+        default = "none",
+        skip_serializing_if = "Option::is_none",
+        bound(deserialize = "T: Deserialize<'de>")
+    )]
+    result: Option<T>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    error: Option<ApiError>,
+}
+
+fn none<T>() -> Option<T> {
+    None
+}
+
+/// Encodes a reply.
+pub fn encode_reply<T: Serialize>(reply: &Result<T, ApiError>) -> Vec<u8> {
+    let envelope = match reply {
+        Ok(t) => Envelope {
+            schema: SCHEMA,
+            result: Some(t),
+            error: None,
+        },
+        Err(e) => Envelope {
+            schema: SCHEMA,
+            result: None,
+            error: Some(e.clone()),
+        },
+    };
+    serde_json::to_vec(&envelope).unwrap_or_else(|e| {
+        format!(
+            r#"{{"schema":1,"error":{{"code":"internal","message":"reply could not be encoded: {e}"}}}}"#
+        )
+        .into_bytes()
+    })
+}
+
+/// Decodes a reply.
+pub fn decode_reply<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let envelope: Envelope<T> = serde_json::from_slice(bytes).map_err(|e| {
+        ApiError::new(
+            ErrorCode::Internal,
+            format!("the service sent a reply this client cannot read: {e}"),
+        )
+    })?;
+    if envelope.schema != SCHEMA {
+        return Err(ApiError::new(
+            ErrorCode::Internal,
+            format!(
+                "the service speaks schema {}, this client schema {SCHEMA}",
+                envelope.schema
+            ),
+        ));
+    }
+    match (envelope.result, envelope.error) {
+        (_, Some(e)) => Err(e),
+        (Some(r), None) => Ok(r),
+        (None, None) => Err(ApiError::new(
+            ErrorCode::Internal,
+            "the service sent a reply with neither result nor error",
+        )),
+    }
+}
+
+/// Decodes a request body; an empty body reads as `{}`.
+pub fn decode_request<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    let body: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
+        b"{}"
+    } else {
+        bytes
+    };
+    serde_json::from_slice(body).map_err(|e| {
+        ApiError::new(
+            ErrorCode::BadRequest,
+            format!("request body is not a valid request: {e}"),
+        )
+    })
+}
+
+// ---- endpoints --------------------------------------------------------------
+
+/// Every endpoint, as `flow.api.<name>`.
+pub mod endpoint {
+    /// Create one rule.
+    pub const RULE_CREATE: &str = "rule.create";
+    /// Create a batch of rules (the YAML batch, as JSON).
+    pub const RULE_BATCH_CREATE: &str = "rule.batch_create";
+    /// Get one rule.
+    pub const RULE_GET: &str = "rule.get";
+    /// List rules.
+    pub const RULE_LIST: &str = "rule.list";
+    /// Change a rule's name, description or definition.
+    pub const RULE_UPDATE: &str = "rule.update";
+    /// Delete a rule.
+    pub const RULE_DELETE: &str = "rule.delete";
+    /// Make a rule the default for its operation.
+    pub const RULE_SET_DEFAULT: &str = "rule.set_default";
+    /// Bind a rule to a rack.
+    pub const RULE_ASSOCIATE: &str = "rule.associate";
+    /// Unbind a rack's rule for an operation.
+    pub const RULE_DISASSOCIATE: &str = "rule.disassociate";
+    /// Which rule would run, and why.
+    pub const RULE_RESOLVE: &str = "rule.resolve";
+    /// Every saved definition of a rule.
+    pub const RULE_HISTORY: &str = "rule.history";
+    /// Create a rack from a rack document.
+    pub const RACK_CREATE: &str = "rack.create";
+    /// Get a rack and its components.
+    pub const RACK_GET: &str = "rack.get";
+    /// List racks.
+    pub const RACK_LIST: &str = "rack.list";
+    /// Delete a rack.
+    pub const RACK_DELETE: &str = "rack.delete";
+
+    /// All of them.
+    pub const ALL: [&str; 15] = [
+        RULE_CREATE,
+        RULE_BATCH_CREATE,
+        RULE_GET,
+        RULE_LIST,
+        RULE_UPDATE,
+        RULE_DELETE,
+        RULE_SET_DEFAULT,
+        RULE_ASSOCIATE,
+        RULE_DISASSOCIATE,
+        RULE_RESOLVE,
+        RULE_HISTORY,
+        RACK_CREATE,
+        RACK_GET,
+        RACK_LIST,
+        RACK_DELETE,
+    ];
+}
+
+// ---- requests ---------------------------------------------------------------
+
+/// `rule.create`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleCreate {
+    /// Rule name.
+    pub name: String,
+    /// Description.
+    #[serde(default)]
+    pub description: String,
+    /// `power_control`, `firmware_control` or `decommission`.
+    pub operation_type: String,
+    /// The operation code.
+    pub operation: String,
+    /// The rule definition `{"version", "steps"}`.
+    pub definition: Value,
+    /// Make it the default; refused if a default exists.
+    #[serde(default)]
+    pub is_default: bool,
+}
+
+/// `rule.batch_create`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleBatchCreate {
+    /// The batch document `{"version", "rules": […]}` (the YAML batch as JSON).
+    pub batch: Value,
+    /// Replace existing rules for the same operations (as new revisions of
+    /// those rules, keeping their rack associations).
+    #[serde(default)]
+    pub overwrite: bool,
+}
+
+/// `rule.get`, `rule.set_default`, `rule.history`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleById {
+    /// The rule.
+    pub id: RuleId,
+}
+
+/// `rule.delete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleDelete {
+    /// The rule.
+    pub id: RuleId,
+    /// Also remove its rack associations (otherwise a rule bound to racks is
+    /// not deleted).
+    #[serde(default)]
+    pub force: bool,
+}
+
+/// `rule.list`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleList {
+    /// Only this operation type.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation_type: Option<OperationType>,
+    /// Only this operation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub operation: Option<OperationCode>,
+    /// Only default rules.
+    #[serde(default)]
+    pub default_only: bool,
+    /// Skip this many (newest first).
+    #[serde(default)]
+    pub offset: u32,
+    /// At most this many (default 100, at most 1000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// `rule.update`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleUpdate {
+    /// The rule.
+    pub id: RuleId,
+    /// New name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// New description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// New definition (a new revision).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition: Option<Value>,
+}
+
+/// `rule.associate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleAssociate {
+    /// The rack, by ID or name.
+    pub rack: RackRef,
+    /// The rule; its operation decides which binding it replaces.
+    pub rule_id: RuleId,
+}
+
+/// `rule.disassociate`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleDisassociate {
+    /// The rack, by ID or name.
+    pub rack: RackRef,
+    /// The operation whose binding to remove.
+    pub operation: OperationCode,
+}
+
+/// `rule.resolve`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleResolve {
+    /// The rack, by ID or name.
+    pub rack: RackRef,
+    /// The operation.
+    pub operation: OperationCode,
+    /// An explicit rule, as a task request may name one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<RuleId>,
+}
+
+/// `rack.create`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RackCreate {
+    /// The rack document.
+    pub rack: RackSpec,
+}
+
+/// `rack.get`, `rack.delete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RackByRef {
+    /// The rack, by ID or name.
+    pub rack: RackRef,
+}
+
+/// `rack.list`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RackList {}
+
+// ---- replies ------------------------------------------------------------------
+
+/// A stored rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleRecord {
+    /// ID.
+    pub id: RuleId,
+    /// Name.
+    pub name: String,
+    /// Description.
+    pub description: String,
+    /// Operation type.
+    pub operation_type: OperationType,
+    /// Operation code.
+    pub operation: OperationCode,
+    /// The default for its operation.
+    pub is_default: bool,
+    /// Revision of the definition (1 on create, +1 on each change).
+    pub revision: u32,
+    /// The canonical definition.
+    pub definition: Value,
+    /// Racks bound to this rule.
+    #[serde(default)]
+    pub associations: Vec<Association>,
+    /// Created.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+    /// Last changed.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+/// A rule in a listing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleSummary {
+    /// ID.
+    pub id: RuleId,
+    /// Name.
+    pub name: String,
+    /// Operation type.
+    pub operation_type: OperationType,
+    /// Operation code.
+    pub operation: OperationCode,
+    /// The default for its operation.
+    pub is_default: bool,
+    /// Current revision.
+    pub revision: u32,
+    /// Created.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// `rule.list` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleListReply {
+    /// This page, newest first.
+    pub rules: Vec<RuleSummary>,
+    /// How many match in all.
+    pub total: u64,
+}
+
+/// A rule a batch created, replaced or skipped.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BatchItem {
+    /// The rule (for a skip: the existing rule that caused it).
+    pub id: RuleId,
+    /// Its name.
+    pub name: String,
+    /// Its operation.
+    pub operation: OperationCode,
+}
+
+/// `rule.batch_create` reply.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct BatchCreateReply {
+    /// New rules.
+    pub created: Vec<BatchItem>,
+    /// Existing rules given a new revision.
+    pub overwritten: Vec<BatchItem>,
+    /// Operations that already had a rule (without `overwrite`).
+    pub skipped: Vec<BatchItem>,
+}
+
+/// `rule.delete` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RuleDeleteReply {
+    /// False when no such rule existed (deleting is idempotent).
+    pub deleted: bool,
+    /// Rack associations removed with it.
+    pub associations_removed: u64,
+}
+
+/// A rack's binding of a rule to an operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Association {
+    /// The rack.
+    pub rack_id: RackId,
+    /// Its name.
+    pub rack_name: String,
+    /// The operation.
+    pub operation: OperationCode,
+    /// The rule.
+    pub rule_id: RuleId,
+}
+
+/// `rule.disassociate` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DisassociateReply {
+    /// False when nothing was bound.
+    pub removed: bool,
+}
+
+/// Where a resolved rule came from, in resolution order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleSource {
+    /// Named by the request.
+    Explicit,
+    /// Bound to the rack.
+    RackAssociation,
+    /// The operation's default.
+    Default,
+    /// Flow's built-in rule.
+    Builtin,
+}
+
+/// `rule.resolve` reply: which rule would run, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ResolveReply {
+    /// Where it came from.
+    pub source: RuleSource,
+    /// Why, in words.
+    pub reason: String,
+    /// The stored rule (none for a built-in rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<RuleId>,
+    /// Its revision (none for a built-in rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revision: Option<u32>,
+    /// Its name.
+    pub name: String,
+    /// The operation.
+    pub operation: OperationCode,
+    /// The canonical definition that would run.
+    pub definition: Value,
+}
+
+/// One saved definition of a rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RevisionRecord {
+    /// Revision number.
+    pub revision: u32,
+    /// Name at that revision.
+    pub name: String,
+    /// Description at that revision.
+    pub description: String,
+    /// The canonical definition.
+    pub definition: Value,
+    /// When it was saved.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// `rule.history` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HistoryReply {
+    /// The rule (it may since have been deleted).
+    pub rule_id: RuleId,
+    /// Operation.
+    pub operation: OperationCode,
+    /// Oldest first.
+    pub revisions: Vec<RevisionRecord>,
+}
+
+/// A stored component.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentRecord {
+    /// ID.
+    pub id: ComponentId,
+    /// Type.
+    #[serde(rename = "type")]
+    pub component_type: ComponentType,
+    /// Name.
+    pub name: String,
+    /// Slot or tray position.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<u32>,
+    /// Vendor.
+    pub manufacturer: String,
+    /// Model.
+    pub model: String,
+    /// Serial.
+    pub serial: String,
+    /// Firmware version, as last known.
+    pub firmware_version: String,
+    /// BMC base URL.
+    pub bmc_url: String,
+    /// Credential reference.
+    pub credential_ref: String,
+}
+
+/// A stored rack with its components.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RackRecord {
+    /// ID.
+    pub id: RackId,
+    /// Unique name.
+    pub name: String,
+    /// Vendor.
+    pub manufacturer: String,
+    /// Model.
+    pub model: String,
+    /// Serial.
+    pub serial: String,
+    /// Location.
+    pub location: String,
+    /// Components, by type then slot then name.
+    pub components: Vec<ComponentRecord>,
+    /// Rules bound to it.
+    #[serde(default)]
+    pub associations: Vec<Association>,
+    /// Created.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// A rack in a listing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RackSummary {
+    /// ID.
+    pub id: RackId,
+    /// Name.
+    pub name: String,
+    /// Model.
+    pub model: String,
+    /// Location.
+    pub location: String,
+    /// How many components of each type.
+    pub components: Vec<(ComponentType, u32)>,
+    /// Created.
+    #[serde(with = "time::serde::rfc3339")]
+    pub created_at: OffsetDateTime,
+}
+
+/// `rack.list` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RackListReply {
+    /// Racks by name.
+    pub racks: Vec<RackSummary>,
+}
+
+/// `rack.delete` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RackDeleteReply {
+    /// False when no such rack existed.
+    pub deleted: bool,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replies_round_trip_and_errors_keep_their_code() {
+        let ok: Result<RuleDeleteReply, ApiError> = Ok(RuleDeleteReply {
+            deleted: true,
+            associations_removed: 2,
+        });
+        let bytes = encode_reply(&ok);
+        assert_eq!(decode_reply::<RuleDeleteReply>(&bytes), ok);
+        let err: Result<RuleDeleteReply, ApiError> =
+            Err(ApiError::new(ErrorCode::NotFound, "rule 1 not found"));
+        let bytes = encode_reply(&err);
+        assert_eq!(
+            String::from_utf8(bytes.clone()).unwrap(),
+            r#"{"schema":1,"error":{"code":"not_found","message":"rule 1 not found"}}"#
+        );
+        assert_eq!(decode_reply::<RuleDeleteReply>(&bytes), err);
+    }
+
+    #[test]
+    fn bad_requests_name_the_problem() {
+        let e = decode_request::<RuleById>(br#"{"id": 5}"#).unwrap_err();
+        assert_eq!(e.code, ErrorCode::BadRequest);
+        assert!(e.message.contains("invalid type: integer `5`"), "{e}");
+        let e = decode_request::<RuleById>(br#"{"id": "x", "extra": 1}"#).unwrap_err();
+        assert!(e.message.contains("UUID"), "{e}");
+        let e = decode_request::<RackByRef>(b"{").unwrap_err();
+        assert!(e.message.contains("EOF"), "{e}");
+        let e = decode_request::<RuleList>(br#"{"operation": "reboot"}"#).unwrap_err();
+        assert!(
+            e.message.contains("unknown operation code \"reboot\""),
+            "{e}"
+        );
+        assert_eq!(decode_request::<RackList>(b""), Ok(RackList {}));
+    }
+}

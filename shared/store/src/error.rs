@@ -1,0 +1,58 @@
+//! The store's errors.
+
+/// What went wrong in the store.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The named object does not exist.
+    #[error("{0}")]
+    NotFound(String),
+    /// The change conflicts with what is stored.
+    #[error("{0}")]
+    Conflict(String),
+    /// The content is invalid; `details` lists every problem.
+    #[error("{message}")]
+    Invalid {
+        /// Summary.
+        message: String,
+        /// Each problem.
+        details: Vec<String>,
+    },
+    /// A stored value that no longer reads back (e.g. a definition that
+    /// fails validation): reported, never silently replaced.
+    #[error("stored {what} is unreadable: {reason}")]
+    Corrupt {
+        /// Which object.
+        what: String,
+        /// Why.
+        reason: String,
+    },
+    /// The database failed.
+    #[error("database error")]
+    Database(#[from] sqlx::Error),
+    /// A migration failed.
+    #[error("migration failed")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+}
+
+impl StoreError {
+    /// The Postgres constraint a failed statement violated, if any.
+    pub(crate) fn unique_violation(e: &sqlx::Error) -> Option<String> {
+        match e {
+            sqlx::Error::Database(db) if db.code().as_deref() == Some("23505") => {
+                Some(db.constraint().unwrap_or_default().to_owned())
+            }
+            _ => None,
+        }
+    }
+
+    pub(crate) fn invalid(errors: &flow_rules::ValidationErrors) -> StoreError {
+        StoreError::Invalid {
+            message: format!(
+                "the rule is invalid ({} {})",
+                errors.len(),
+                if errors.len() == 1 { "error" } else { "errors" }
+            ),
+            details: errors.iter().map(|e| e.to_string()).collect(),
+        }
+    }
+}
