@@ -469,6 +469,105 @@ impl Drop for NatsServer {
     }
 }
 
+/// A fresh PostgreSQL database for one test, on the server named by
+/// [`DATABASE_URL_ENV`], dropped (with any open connections) when the value
+/// is dropped.
+pub struct TestDb {
+    name: String,
+    url: String,
+    admin_url: String,
+}
+
+static DB_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl TestDb {
+    /// Creates an empty database named `flow_test_<pid>_<n>_<nanos>`.
+    pub async fn create() -> TestDb {
+        let admin_url = database_url();
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let name = format!(
+            "flow_test_{}_{}_{nanos}",
+            std::process::id(),
+            DB_COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut admin = connect_admin(&admin_url).await;
+        sqlx::Executor::execute(
+            &mut admin,
+            sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("cannot create test database {name}: {e}"));
+        let url = with_database(&admin_url, &name);
+        TestDb {
+            name,
+            url,
+            admin_url,
+        }
+    }
+
+    /// The URL of the test database.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The database name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+async fn connect_admin(url: &str) -> sqlx::PgConnection {
+    use sqlx::Connection;
+    sqlx::PgConnection::connect(url).await.unwrap_or_else(|e| {
+        panic!(
+            "cannot connect to {DATABASE_URL_ENV}={url}: {e} (run the tests through scripts/test)"
+        )
+    })
+}
+
+/// `url` with its database path replaced by `name`.
+pub fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, format!("?{q}")),
+        None => (url, String::new()),
+    };
+    let authority_start = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[authority_start..].find('/') {
+        Some(slash) => &base[..authority_start + slash],
+        None => base,
+    };
+    format!("{base}/{name}{query}")
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        let admin_url = self.admin_url.clone();
+        let name = self.name.clone();
+        // Drop runs inside the test's runtime; use a thread with its own.
+        let dropped = thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime for dropping the test database");
+            runtime.block_on(async {
+                let mut admin = connect_admin(&admin_url).await;
+                sqlx::Executor::execute(
+                    &mut admin,
+                    sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{name}\" WITH (FORCE)")),
+                )
+                .await
+            })
+        })
+        .join();
+        if let Ok(Err(e)) = dropped {
+            eprintln!("warning: could not drop test database {}: {e}", self.name);
+        }
+    }
+}
+
 #[cfg(test)]
 mod unit {
     use super::*;

@@ -56,3 +56,43 @@ fn database_url_names_a_postgres_server_that_accepts_connections() {
         answer[0] as char
     );
 }
+
+#[tokio::test]
+async fn each_test_database_is_fresh_and_dropped_afterwards() {
+    use sqlx::Connection;
+    let db = flow_tests::TestDb::create().await;
+    let name = db.name().to_owned();
+    let mut conn = sqlx::PgConnection::connect(db.url())
+        .await
+        .expect("connect");
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'",
+    )
+    .fetch_one(&mut conn)
+    .await
+    .expect("count tables");
+    assert_eq!(tables, 0);
+    drop(conn);
+    drop(db);
+    let mut admin = sqlx::PgConnection::connect(&flow_tests::database_url())
+        .await
+        .unwrap();
+    let left: i64 = sqlx::query_scalar("SELECT count(*) FROM pg_database WHERE datname = $1")
+        .bind(&name)
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "{name} was not dropped");
+}
+
+#[test]
+fn with_database_replaces_only_the_path() {
+    assert_eq!(
+        flow_tests::with_database("postgres://u@h:5432/postgres?sslmode=disable", "x"),
+        "postgres://u@h:5432/x?sslmode=disable"
+    );
+    assert_eq!(
+        flow_tests::with_database("postgres://u@h", "x"),
+        "postgres://u@h/x"
+    );
+}

@@ -298,13 +298,13 @@ impl Settings {
             ("FLOW_NATS_TLS_KEY_FILE", &n.tls_key_file),
         ];
         for (setting, file) in files {
-            if let Some(path) = file {
-                if !path.is_file() {
-                    return Err(invalid(
-                        setting,
-                        format!("{} is not a readable file", path.display()),
-                    ));
-                }
+            if let Some(path) = file
+                && !path.is_file()
+            {
+                return Err(invalid(
+                    setting,
+                    format!("{} is not a readable file", path.display()),
+                ));
             }
         }
         Ok(())

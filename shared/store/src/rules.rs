@@ -155,10 +155,8 @@ impl Store {
     ) -> Result<RuleRecord, StoreError> {
         let mut tx = self.begin().await?;
         lock_operation(&mut tx, spec.operation).await?;
-        if is_default {
-            if let Some(existing) = current_default(&mut tx, spec.operation).await? {
-                return Err(default_conflict(spec.operation, Some(existing)));
-            }
+        if is_default && let Some(existing) = current_default(&mut tx, spec.operation).await? {
+            return Err(default_conflict(spec.operation, Some(existing)));
         }
         let row = match insert_rule(&mut tx, spec, is_default).await {
             Err(StoreError::Database(e)) if StoreError::unique_violation(&e).is_some() => {
