@@ -8,6 +8,15 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(name = "flow", version, about)]
 pub struct Cli {
+    /// Print JSON instead of tables (for scripts).
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// NATS URL of the Flow service; overrides FLOW_NATS_URL.
+    #[arg(long, global = true, value_name = "URL")]
+    pub server: Option<String>,
+    /// Config file (YAML); also FLOW_CONFIG.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -19,6 +28,9 @@ pub enum Command {
     /// Operation rules.
     #[command(subcommand)]
     Rule(RuleCommand),
+    /// Racks and their components.
+    #[command(subcommand)]
+    Rack(RackCommand),
 }
 
 /// `flow rule …`.
@@ -27,11 +39,41 @@ pub enum RuleCommand {
     /// Validate rule files offline: a JSON rule definition or a YAML batch.
     /// Exit 0 when all are valid, 1 when any is invalid, 2 when any cannot be read.
     Validate(ValidateArgs),
-    /// Create a rule (--name … --rule-file) or a batch (--from-yaml). This
-    /// build validates offline only: use --dry-run.
+    /// Create a rule (--name … --rule-file) or a batch (--from-yaml).
     Create(CreateArgs),
     /// Print the built-in rule of an operation as a JSON rule definition.
     ShowBuiltin(ShowBuiltinArgs),
+    /// List rules, newest first.
+    List(ListArgs),
+    /// Show one rule with its definition and rack bindings.
+    Get(IdArg),
+    /// Change a rule's name, description or definition (a new revision).
+    Update(UpdateArgs),
+    /// Delete a rule (one bound to racks only with --force).
+    Delete(DeleteArgs),
+    /// Make a rule the default for its operation (moves the default).
+    SetDefault(SetDefaultArgs),
+    /// Bind a rule to a rack for the rule's operation.
+    Associate(AssociateArgs),
+    /// Remove a rack's rule binding for an operation.
+    Disassociate(DisassociateArgs),
+    /// Which rule a task would run for a rack and operation, and why.
+    Resolve(ResolveArgs),
+    /// Every saved definition of a rule.
+    History(IdArg),
+}
+
+/// `flow rack …`.
+#[derive(Debug, Subcommand)]
+pub enum RackCommand {
+    /// Create a rack and its components from a rack document.
+    Create(RackCreateArgs),
+    /// List racks.
+    List,
+    /// Show a rack, its components and rule bindings.
+    Get(RackArg),
+    /// Delete a rack with its components and bindings.
+    Delete(RackArg),
 }
 
 /// `flow rule validate`.
@@ -41,9 +83,6 @@ pub struct ValidateArgs {
     /// (a batch with `rules:`, or a definition).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
-    /// Print one JSON object per file instead of text.
-    #[arg(long)]
-    pub json: bool,
 }
 
 /// `flow rule create`.
@@ -64,13 +103,14 @@ pub struct CreateArgs {
     /// JSON rule definition file (single-rule mode).
     #[arg(long, conflicts_with = "from_yaml", requires = "name")]
     pub rule_file: Option<PathBuf>,
-    /// Make the rule the default for its operation (single-rule mode).
+    /// Make the rule the default for its operation; refused if one exists.
     #[arg(long, conflicts_with = "from_yaml")]
     pub is_default: bool,
     /// YAML batch file (batch mode): every rule becomes its operation's default.
     #[arg(long, required_unless_present = "name")]
     pub from_yaml: Option<PathBuf>,
-    /// Replace existing rules for the same operations (batch mode).
+    /// Replace existing rules for the same operations, as new revisions that
+    /// keep their rack bindings (batch mode; one transaction).
     #[arg(long, requires = "from_yaml", conflicts_with = "dry_run")]
     pub overwrite: bool,
     /// Validate only; contact no server.
@@ -83,4 +123,119 @@ pub struct CreateArgs {
 pub struct ShowBuiltinArgs {
     /// The operation code, e.g. power_on, force_restart, upgrade, decommission.
     pub operation: String,
+}
+
+/// `flow rule list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only this operation type.
+    #[arg(long)]
+    pub operation_type: Option<String>,
+    /// Only this operation.
+    #[arg(long)]
+    pub operation: Option<String>,
+    /// Only default rules.
+    #[arg(long)]
+    pub default_only: bool,
+    /// Skip this many.
+    #[arg(long, default_value_t = 0)]
+    pub offset: u32,
+    /// At most this many.
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
+}
+
+/// A rule ID.
+#[derive(Debug, Args)]
+pub struct IdArg {
+    /// The rule ID.
+    pub id: String,
+}
+
+/// `flow rule update`.
+#[derive(Debug, Args)]
+pub struct UpdateArgs {
+    /// The rule ID.
+    pub id: String,
+    /// New name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// New description.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// New JSON rule definition file.
+    #[arg(long)]
+    pub rule_file: Option<PathBuf>,
+}
+
+/// `flow rule delete`.
+#[derive(Debug, Args)]
+pub struct DeleteArgs {
+    /// The rule ID.
+    pub id: String,
+    /// Also remove its rack bindings.
+    #[arg(long)]
+    pub force: bool,
+}
+
+/// `flow rule set-default`.
+#[derive(Debug, Args)]
+pub struct SetDefaultArgs {
+    /// The rule ID.
+    #[arg(long)]
+    pub id: String,
+}
+
+/// `flow rule associate`.
+#[derive(Debug, Args)]
+pub struct AssociateArgs {
+    /// The rack, by ID or name.
+    #[arg(long)]
+    pub rack_id: String,
+    /// The rule ID.
+    #[arg(long)]
+    pub rule_id: String,
+}
+
+/// `flow rule disassociate`.
+#[derive(Debug, Args)]
+pub struct DisassociateArgs {
+    /// The rack, by ID or name.
+    #[arg(long)]
+    pub rack_id: String,
+    /// The operation type (optional: the code implies it).
+    #[arg(long)]
+    pub operation_type: Option<String>,
+    /// The operation code.
+    #[arg(long)]
+    pub operation: String,
+}
+
+/// `flow rule resolve`.
+#[derive(Debug, Args)]
+pub struct ResolveArgs {
+    /// The rack, by ID or name.
+    #[arg(long)]
+    pub rack: String,
+    /// The operation code.
+    #[arg(long)]
+    pub operation: String,
+    /// An explicit rule, as a task request may name one.
+    #[arg(long)]
+    pub rule_id: Option<String>,
+}
+
+/// `flow rack create`.
+#[derive(Debug, Args)]
+pub struct RackCreateArgs {
+    /// Rack document (JSON): name, manufacturer, model, serial, location, components.
+    #[arg(long)]
+    pub from_json: PathBuf,
+}
+
+/// A rack by ID or name.
+#[derive(Debug, Args)]
+pub struct RackArg {
+    /// The rack ID or name.
+    pub rack: String,
 }

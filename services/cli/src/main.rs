@@ -1,36 +1,69 @@
-//! `flow`: the Flow command-line tool. This build has the offline rule
-//! commands: `flow rule validate`, `flow rule create --dry-run` and
-//! `flow rule show-builtin`. Data goes to stdout, everything else to stderr;
-//! exit codes: 0 valid, 1 invalid, 2 unreadable input or usage error.
+//! `flow`: the Flow command-line tool — rules (offline validation and the
+//! `flow.api` service) and racks. Data goes to stdout, everything else to
+//! stderr. Exit codes: 0 success, 1 invalid input or refused by the service,
+//! 2 unreadable input, bad settings, usage error or no service.
 
 mod args;
+mod client;
 mod input;
+mod remote;
 mod rule;
 mod summary;
 
 use std::process::ExitCode;
 
 use clap::Parser;
+use flow_config::Settings;
 
 use crate::args::{Cli, Command, RuleCommand};
+use crate::remote::Output;
 
 /// How a command ended, as scripts see it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Outcome {
-    /// Everything was valid.
+    /// Success; everything was valid.
     Valid = 0,
-    /// Some input was invalid.
+    /// Some input was invalid, or the service refused the request.
     Invalid = 1,
-    /// Some input could not be read, or the command cannot run.
+    /// Input could not be read, settings are wrong, or no service answered.
     Unusable = 2,
 }
 
-fn main() -> ExitCode {
+#[tokio::main(flavor = "current_thread")]
+async fn main() -> ExitCode {
     let cli = Cli::parse();
-    let outcome = match cli.command {
-        Command::Rule(RuleCommand::Validate(a)) => rule::validate(&a),
-        Command::Rule(RuleCommand::Create(a)) => rule::create(&a),
-        Command::Rule(RuleCommand::ShowBuiltin(a)) => rule::show_builtin(&a),
+    let out = Output { json: cli.json };
+    let settings = match Settings::from_env(cli.config.as_deref()) {
+        Ok(mut s) => {
+            if let Some(url) = &cli.server {
+                s.nats.url = url.clone();
+            }
+            s
+        }
+        Err(e) => {
+            eprintln!("flow: {e}");
+            return ExitCode::from(Outcome::Unusable as u8);
+        }
+    };
+    let s = &settings;
+    let outcome = match &cli.command {
+        Command::Rule(RuleCommand::Validate(a)) => rule::validate(a, out),
+        Command::Rule(RuleCommand::Create(a)) => rule::create(s, out, a).await,
+        Command::Rule(RuleCommand::ShowBuiltin(a)) => rule::show_builtin(a),
+        Command::Rule(RuleCommand::List(a)) => remote::run(remote::list(s, out, a)).await,
+        Command::Rule(RuleCommand::Get(a)) => remote::run(remote::get(s, out, a)).await,
+        Command::Rule(RuleCommand::Update(a)) => remote::run(remote::update(s, out, a)).await,
+        Command::Rule(RuleCommand::Delete(a)) => remote::run(remote::delete(s, out, a)).await,
+        Command::Rule(RuleCommand::SetDefault(a)) => {
+            remote::run(remote::set_default(s, out, a)).await
+        }
+        Command::Rule(RuleCommand::Associate(a)) => remote::run(remote::associate(s, out, a)).await,
+        Command::Rule(RuleCommand::Disassociate(a)) => {
+            remote::run(remote::disassociate(s, out, a)).await
+        }
+        Command::Rule(RuleCommand::Resolve(a)) => remote::run(remote::resolve(s, out, a)).await,
+        Command::Rule(RuleCommand::History(a)) => remote::run(remote::history(s, out, a)).await,
+        Command::Rack(c) => remote::rack(s, out, c).await,
     };
     ExitCode::from(outcome as u8)
 }

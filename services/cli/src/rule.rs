@@ -5,26 +5,29 @@ use std::path::Path;
 use flow_rules::{OperationCode, RuleBatch, RuleSpec, ValidationErrors, builtin_rule};
 use serde_json::{Value, json};
 
+use flow_config::Settings;
+
 use crate::Outcome;
 use crate::args::{CreateArgs, ShowBuiltinArgs, ValidateArgs};
 use crate::input::{self, Document};
+use crate::remote::{self, Output};
 use crate::summary;
 
 /// `flow rule validate FILE…`.
-pub fn validate(args: &ValidateArgs) -> Outcome {
+pub fn validate(args: &ValidateArgs, out: Output) -> Outcome {
     let mut worst = Outcome::Valid;
     for path in &args.files {
         let outcome = match input::load(path) {
             Ok(doc) => {
-                report_valid(path, &doc, args.json);
+                report_valid(path, &doc, out.json);
                 Outcome::Valid
             }
             Err(Ok(errors)) => {
-                report_invalid(path, &errors, args.json);
+                report_invalid(path, &errors, out.json);
                 Outcome::Invalid
             }
             Err(Err(io)) => {
-                report_unreadable(path, &io, args.json);
+                report_unreadable(path, &io, out.json);
                 Outcome::Unusable
             }
         };
@@ -113,67 +116,75 @@ fn report_unreadable(path: &Path, error: &std::io::Error, as_json: bool) {
     }
 }
 
-/// `flow rule create …`: validates offline (`--dry-run`).
-pub fn create(args: &CreateArgs) -> Outcome {
-    let outcome = match &args.from_yaml {
-        Some(path) => create_batch(path),
-        None => create_single(args),
-    };
-    if outcome == Outcome::Valid && !args.dry_run {
-        eprintln!(
-            "flow: this build of flow has no rule service to create rules in; the rules above \
-             are valid. Re-run with --dry-run to validate only."
-        );
-        return Outcome::Unusable;
-    }
-    outcome
-}
-
-fn create_batch(path: &Path) -> Outcome {
-    eprintln!("Loading rules from: {}", path.display());
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("UNREADABLE {}: {e}", path.display());
-            return Outcome::Unusable;
-        }
-    };
-    match RuleBatch::from_yaml_str(&text) {
-        Err(errors) => {
-            report_invalid(path, &errors, false);
-            Outcome::Invalid
-        }
-        Ok(batch) => {
-            let mut types: Vec<_> = batch.rules.iter().map(|r| r.operation_type()).collect();
-            types.dedup();
-            types.sort();
-            types.dedup();
-            for t in types {
-                println!("{t}:");
-                for rule in batch.rules.iter().filter(|r| r.operation_type() == t) {
-                    let description = if rule.description.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" - {}", rule.description)
-                    };
-                    println!(
-                        "  • {}: {}{description} ({}, default)",
-                        rule.operation,
-                        rule.name,
-                        summary::line(&rule.definition)
-                    );
-                }
+/// `flow rule create …`: validates locally, then (without `--dry-run`)
+/// creates on the service.
+pub async fn create(settings: &Settings, out: Output, args: &CreateArgs) -> Outcome {
+    match &args.from_yaml {
+        Some(path) => {
+            let batch = match load_batch(path) {
+                Ok(b) => b,
+                Err(outcome) => return outcome,
+            };
+            if args.dry_run {
+                print_dry_run(&batch);
+                return Outcome::Valid;
             }
-            println!(
-                "Would create: {} rules, each the default for its operation",
-                batch.rules.len()
-            );
-            Outcome::Valid
+            remote::create_batch(settings, out, &batch, args.overwrite).await
+        }
+        None => {
+            let rule = match load_single(args) {
+                Ok(r) => r,
+                Err(outcome) => return outcome,
+            };
+            if args.dry_run {
+                let default = if args.is_default { ", default" } else { "" };
+                println!("Would create: {}{default}", rule_line(&rule));
+                return Outcome::Valid;
+            }
+            remote::create_rule(settings, out, &rule, args.is_default).await
         }
     }
 }
 
-fn create_single(args: &CreateArgs) -> Outcome {
+fn load_batch(path: &Path) -> Result<RuleBatch, Outcome> {
+    eprintln!("Loading rules from: {}", path.display());
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        eprintln!("UNREADABLE {}: {e}", path.display());
+        Outcome::Unusable
+    })?;
+    RuleBatch::from_yaml_str(&text).map_err(|errors| {
+        report_invalid(path, &errors, false);
+        Outcome::Invalid
+    })
+}
+
+fn print_dry_run(batch: &RuleBatch) {
+    let mut types: Vec<_> = batch.rules.iter().map(|r| r.operation_type()).collect();
+    types.sort();
+    types.dedup();
+    for t in types {
+        println!("{t}:");
+        for rule in batch.rules.iter().filter(|r| r.operation_type() == t) {
+            let description = if rule.description.is_empty() {
+                String::new()
+            } else {
+                format!(" - {}", rule.description)
+            };
+            println!(
+                "  • {}: {}{description} ({}, default)",
+                rule.operation,
+                rule.name,
+                summary::line(&rule.definition)
+            );
+        }
+    }
+    println!(
+        "Would create: {} rules, each the default for its operation",
+        batch.rules.len()
+    );
+}
+
+fn load_single(args: &CreateArgs) -> Result<RuleSpec, Outcome> {
     let (Some(name), Some(operation_type), Some(operation), Some(file)) = (
         &args.name,
         &args.operation_type,
@@ -183,35 +194,24 @@ fn create_single(args: &CreateArgs) -> Outcome {
         eprintln!(
             "flow: single-rule mode needs --name, --operation-type, --operation and --rule-file"
         );
-        return Outcome::Unusable;
+        return Err(Outcome::Unusable);
     };
-    let text = match std::fs::read_to_string(file) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("UNREADABLE {}: {e}", file.display());
-            return Outcome::Unusable;
-        }
-    };
-    let definition: Value = match serde_json::from_str(&text) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("INVALID {}: 1 error", file.display());
-            eprintln!("  document: not valid JSON: {e}");
-            return Outcome::Invalid;
-        }
-    };
+    let text = std::fs::read_to_string(file).map_err(|e| {
+        eprintln!("UNREADABLE {}: {e}", file.display());
+        Outcome::Unusable
+    })?;
+    let definition: Value = serde_json::from_str(&text).map_err(|e| {
+        eprintln!("INVALID {}: 1 error", file.display());
+        eprintln!("  document: not valid JSON: {e}");
+        Outcome::Invalid
+    })?;
     let description = args.description.as_deref().unwrap_or("");
-    match flow_rules::spec_from_parts(name, description, operation_type, operation, &definition) {
-        Err(errors) => {
+    flow_rules::spec_from_parts(name, description, operation_type, operation, &definition).map_err(
+        |errors| {
             report_invalid(file, &errors, false);
             Outcome::Invalid
-        }
-        Ok(rule) => {
-            let default = if args.is_default { ", default" } else { "" };
-            println!("Would create: {}{default}", rule_line(&rule));
-            Outcome::Valid
-        }
-    }
+        },
+    )
 }
 
 /// `flow rule show-builtin CODE`: the definition on stdout, its name on

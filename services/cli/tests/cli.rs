@@ -256,22 +256,6 @@ fn single_rule_flags_and_from_yaml_are_mutually_exclusive() {
 }
 
 #[test]
-fn create_without_dry_run_says_there_is_no_server_yet() {
-    let out = flow(&[
-        "rule",
-        "create",
-        "--from-yaml",
-        "examples/operation-rules.yaml",
-    ]);
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        stderr(&out).contains("Re-run with --dry-run"),
-        "{}",
-        stderr(&out)
-    );
-}
-
-#[test]
 fn show_builtin_prints_a_definition_that_validates() {
     for code in [
         "power_on",

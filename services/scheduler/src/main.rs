@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use flow_config::{Secret, Settings, connect_nats};
+use flow_config::{InitialConnect, Secret, Settings, connect_nats};
 use flow_scheduler::{api::ApiService, telemetry};
 use flow_store::Store;
 
@@ -46,7 +46,7 @@ async fn main() -> anyhow::Result<()> {
     .context("cannot connect to Postgres (FLOW_DATABASE_URL)")?;
     store.migrate().await.context("cannot apply migrations")?;
     tracing::info!("migrations applied");
-    let client = connect_nats(&settings.nats, "flow-scheduler")
+    let client = connect_nats(&settings.nats, "flow-scheduler", InitialConnect::Retry)
         .await
         .context("cannot connect to NATS (FLOW_NATS_URL)")?;
     let api = ApiService::start(client.clone(), store)

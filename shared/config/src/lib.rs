@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-pub use nats::connect_nats;
+pub use nats::{InitialConnect, connect_nats};
 pub use secret::Secret;
 
 /// Where NATS is and how to authenticate.

@@ -2,16 +2,28 @@
 
 use crate::NatsSettings;
 
+/// How a process treats a NATS server that is not up yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitialConnect {
+    /// Keep trying in the background (services: NATS may start later).
+    Retry,
+    /// Fail at once (the CLI: tell the operator now).
+    FailFast,
+}
+
 /// Connects to NATS. `name` identifies the connection on the server
 /// (`nats server report connections`).
 pub async fn connect_nats(
     settings: &NatsSettings,
     name: &str,
+    initial: InitialConnect,
 ) -> Result<async_nats::Client, async_nats::ConnectError> {
     let mut options = async_nats::ConnectOptions::new()
         .name(name)
-        .retry_on_initial_connect()
         .connection_timeout(std::time::Duration::from_secs(5));
+    if initial == InitialConnect::Retry {
+        options = options.retry_on_initial_connect();
+    }
     if let (Some(user), Some(password)) = (&settings.user, &settings.password) {
         options = options.user_and_password(user.clone(), password.expose().to_owned());
     }

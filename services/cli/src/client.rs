@@ -1,0 +1,108 @@
+//! The `flow.api` client: one NATS request per command, with a bounded wait
+//! and errors that say which service was asked.
+
+use std::time::Duration;
+
+use flow_config::{InitialConnect, Settings, connect_nats};
+use flow_protocol::api::{ApiError, decode_reply};
+use flow_protocol::subjects::api_subject;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// How long a command waits for the service to answer.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Why a command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The settings are wrong.
+    #[error(transparent)]
+    Config(#[from] flow_config::ConfigError),
+    /// NATS is unreachable.
+    #[error("cannot connect to NATS at {url}: {source}")]
+    Connect {
+        /// The URL tried.
+        url: String,
+        /// Why.
+        source: async_nats::ConnectError,
+    },
+    /// Nobody serves the endpoint.
+    #[error(
+        "no flow.api service answers on {subject} at {url}: is flow-scheduler running (and this \
+         endpoint known to its version)?"
+    )]
+    NoService {
+        /// The subject asked.
+        subject: String,
+        /// The NATS URL.
+        url: String,
+    },
+    /// The request failed in transit.
+    #[error("request to {subject} failed: {source}")]
+    Request {
+        /// The subject asked.
+        subject: String,
+        /// Why.
+        source: async_nats::RequestError,
+    },
+    /// The service refused the request.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+}
+
+/// A connected client.
+pub struct Client {
+    nats: async_nats::Client,
+    url: String,
+}
+
+impl Client {
+    /// Connects with the settings (file, `FLOW_*`, `--server`).
+    pub async fn connect(settings: &Settings) -> Result<Client, ClientError> {
+        settings.validate_nats()?;
+        let connect = connect_nats(&settings.nats, "flow-cli", InitialConnect::FailFast);
+        let nats = match tokio::time::timeout(REQUEST_TIMEOUT, connect).await {
+            Ok(Ok(c)) => c,
+            Ok(Err(source)) => {
+                return Err(ClientError::Connect {
+                    url: settings.nats.url.clone(),
+                    source,
+                });
+            }
+            Err(_) => {
+                return Err(ClientError::Connect {
+                    url: settings.nats.url.clone(),
+                    source: async_nats::ConnectError::new(async_nats::ConnectErrorKind::TimedOut),
+                });
+            }
+        };
+        Ok(Client {
+            nats,
+            url: settings.nats.url.clone(),
+        })
+    }
+
+    /// Calls an endpoint.
+    pub async fn call<Req: Serialize, Rep: DeserializeOwned>(
+        &self,
+        endpoint: &str,
+        request: &Req,
+    ) -> Result<Rep, ClientError> {
+        let subject = api_subject(endpoint);
+        let body = serde_json::to_vec(request)
+            .map_err(|e| ApiError::new(flow_protocol::api::ErrorCode::BadRequest, e.to_string()))?;
+        let request = async_nats::Request::new()
+            .payload(body.into())
+            .timeout(Some(REQUEST_TIMEOUT));
+        match self.nats.send_request(subject.clone(), request).await {
+            Ok(msg) => Ok(decode_reply(&msg.payload)?),
+            Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
+                Err(ClientError::NoService {
+                    subject,
+                    url: self.url.clone(),
+                })
+            }
+            Err(source) => Err(ClientError::Request { subject, source }),
+        }
+    }
+}

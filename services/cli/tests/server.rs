@@ -1,0 +1,310 @@
+//! The `flow` binary against a real service: a nats-server, a fresh
+//! Postgres database and the flow.api service, as an operator uses them.
+
+use std::process::Output;
+
+use flow_scheduler::api::ApiService;
+use flow_store::Store;
+use flow_tests::{NatsServer, TestDb};
+use serde_json::Value;
+
+struct Env {
+    service: Option<ApiService>,
+    _db: TestDb,
+    nats: NatsServer,
+}
+
+impl Env {
+    async fn new() -> Env {
+        let nats = NatsServer::start();
+        let db = TestDb::create().await;
+        let store = Store::connect(db.url(), 5).await.expect("store");
+        store.migrate().await.expect("migrate");
+        let client = async_nats::connect(nats.url()).await.expect("nats");
+        let service = ApiService::start(client, store).await.expect("api");
+        Env {
+            service: Some(service),
+            _db: db,
+            nats,
+        }
+    }
+
+    async fn flow(&self, args: &[&str]) -> Output {
+        flow_at(&self.nats.url(), args).await
+    }
+
+    async fn ok(&self, args: &[&str]) -> String {
+        let out = self.flow(args).await;
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "flow {args:?}: {}",
+            stderr(&out)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    async fn json(&self, args: &[&str]) -> Value {
+        let mut all = vec!["--json"];
+        all.extend_from_slice(args);
+        let text = self.ok(&all).await;
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
+    }
+
+    async fn stop(mut self) {
+        if let Some(s) = self.service.take() {
+            s.stop().await.unwrap();
+        }
+    }
+}
+
+async fn flow_at(url: &str, args: &[&str]) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(args)
+        .env("FLOW_NATS_URL", url)
+        .env_remove("FLOW_CONFIG")
+        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+        .output()
+        .await
+        .expect("run flow")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operator_session_with_rules_and_racks() {
+    let env = Env::new().await;
+    let text = env
+        .ok(&["rack", "create", "--from-json", "examples/rack-nvl72.json"])
+        .await;
+    assert!(text.starts_with("Created rack rack-01 ("), "{text}");
+    assert!(text.ends_with("with 35 components\n"), "{text}");
+
+    let text = env
+        .ok(&[
+            "rule",
+            "create",
+            "--from-yaml",
+            "examples/operation-rules.yaml",
+        ])
+        .await;
+    assert!(
+        text.contains("✅ Created: Graceful Power On (power_control/power_on)"),
+        "{text}"
+    );
+    assert!(
+        text.ends_with("Created: 8, overwritten: 0, skipped: 0\n"),
+        "{text}"
+    );
+    let text = env
+        .ok(&[
+            "rule",
+            "create",
+            "--from-yaml",
+            "examples/operation-rules.yaml",
+        ])
+        .await;
+    assert!(
+        text.ends_with("Created: 0, overwritten: 0, skipped: 8\n"),
+        "{text}"
+    );
+
+    let list = env
+        .json(&["rule", "list", "--operation-type", "power_control"])
+        .await;
+    assert_eq!(list["total"], 6);
+    let table = env.ok(&["rule", "list"]).await;
+    assert!(
+        table.contains("Graceful Power On") && table.ends_with("Total: 8 rules\n"),
+        "{table}"
+    );
+
+    let resolved = env
+        .json(&[
+            "rule",
+            "resolve",
+            "--rack",
+            "rack-01",
+            "--operation",
+            "power_on",
+        ])
+        .await;
+    assert_eq!(resolved["source"], "default");
+    let default_id = resolved["rule_id"].as_str().unwrap().to_owned();
+
+    // A rack-specific rule wins over the default.
+    let created = env
+        .json(&[
+            "rule",
+            "create",
+            "--name",
+            "Rack 1 On",
+            "--operation-type",
+            "power_control",
+            "--operation",
+            "power_on",
+            "--rule-file",
+            "shared/rules/tests/fixtures/seed-forceful-power-on.json",
+        ])
+        .await;
+    let rack_rule = created["id"].as_str().unwrap().to_owned();
+    env.ok(&[
+        "rule",
+        "associate",
+        "--rack-id",
+        "rack-01",
+        "--rule-id",
+        &rack_rule,
+    ])
+    .await;
+    let text = env
+        .ok(&[
+            "rule",
+            "resolve",
+            "--rack",
+            "rack-01",
+            "--operation",
+            "power_on",
+        ])
+        .await;
+    assert!(text.contains("Source:   rack_association"), "{text}");
+    assert!(
+        text.contains("Shape:    4 stages, 6 steps, budget"),
+        "{text}"
+    );
+
+    // A bound rule is not deleted without --force; the refusal exits 1.
+    let out = env.flow(&["rule", "delete", &rack_rule]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("flow: conflict: rule")
+            && stderr(&out).contains("rack-01 (power_on)")
+    );
+    let text = env.ok(&["rule", "delete", &rack_rule, "--force"]).await;
+    assert!(text.contains("1 rack binding(s) removed"), "{text}");
+
+    // History of the default, after an overwrite.
+    env.ok(&[
+        "rule",
+        "create",
+        "--from-yaml",
+        "examples/operation-rules.yaml",
+        "--overwrite",
+    ])
+    .await;
+    let history = env.json(&["rule", "history", &default_id]).await;
+    assert_eq!(history["revisions"].as_array().unwrap().len(), 2);
+    let rule = env.ok(&["rule", "get", &default_id]).await;
+    assert!(rule.contains("Revision:       2"), "{rule}");
+
+    let text = env.ok(&["rule", "set-default", "--id", &default_id]).await;
+    assert!(
+        text.contains("is now the default for power_control/power_on"),
+        "{text}"
+    );
+    let text = env
+        .ok(&[
+            "rule",
+            "disassociate",
+            "--rack-id",
+            "rack-01",
+            "--operation",
+            "power_off",
+        ])
+        .await;
+    assert_eq!(text, "Rack rack-01 had no rule bound for power_off\n");
+
+    let racks = env.ok(&["rack", "list"]).await;
+    assert!(
+        racks.contains("18 Compute, 9 NVSwitch, 8 PowerShelf"),
+        "{racks}"
+    );
+    let rack = env.ok(&["rack", "get", "rack-01"]).await;
+    assert!(
+        rack.contains("compute-01") && rack.contains("sim-bmc"),
+        "{rack}"
+    );
+    assert_eq!(
+        env.ok(&["rack", "delete", "rack-01"]).await,
+        "Deleted rack rack-01\n"
+    );
+    let out = env.flow(&["rack", "get", "rack-01"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).starts_with("flow: not_found: rack \"rack-01\" not found"),
+        "{}",
+        stderr(&out)
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refusals_show_every_problem_and_exit_1() {
+    let env = Env::new().await;
+    let dir = std::env::temp_dir().join(format!("flow-cli-server-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("rack.json");
+    std::fs::write(
+        &bad,
+        r#"{"name": "r", "components": [{"type": "gpu", "name": "a", "bmc_url": "x"}]}"#,
+    )
+    .unwrap();
+    let out = env
+        .flow(&["rack", "create", "--from-json", bad.to_str().unwrap()])
+        .await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = stderr(&out);
+    assert!(
+        err.starts_with("flow: invalid: the rack document has 2 problem(s)\n"),
+        "{err}"
+    );
+    assert!(
+        err.contains("  components[0].type: unknown component type \"gpu\""),
+        "{err}"
+    );
+    let out = env.flow(&["rule", "get", "not-a-uuid"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("bad_request"), "{}", stderr(&out));
+    let out = env
+        .flow(&["rule", "resolve", "--rack", "r", "--operation", "reboot"])
+        .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("--operation: unknown operation code \"reboot\""));
+    std::fs::remove_dir_all(&dir).unwrap();
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_scheduler_or_nats_the_cli_says_so_and_exits_2() {
+    let nats = NatsServer::start();
+    let out = flow_at(
+        &nats.url(),
+        &[
+            "rule",
+            "create",
+            "--from-yaml",
+            "examples/operation-rules.yaml",
+        ],
+    )
+    .await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("no flow.api service answers on flow.api.rule.batch_create"),
+        "{}",
+        stderr(&out)
+    );
+    let url = nats.url();
+    drop(nats);
+    let out = flow_at(&url, &["rack", "list"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).starts_with(&format!("flow: cannot connect to NATS at {url}")),
+        "{}",
+        stderr(&out)
+    );
+    let out = flow_at("http://nope", &["rack", "list"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("FLOW_NATS_URL: \"http://nope\" is not a NATS URL"));
+}
