@@ -271,10 +271,17 @@ impl NatsServer {
     /// the message includes the server's log.
     #[must_use]
     pub fn start() -> Self {
+        Self::start_with_config("")
+    }
+
+    /// Like [`NatsServer::start`], with `extra` appended to the server's
+    /// config file (e.g. an `authorization { … }` block).
+    #[must_use]
+    pub fn start_with_config(extra: &str) -> Self {
         let binary = nats_server_binary();
         let mut errors = Vec::new();
         for attempt in 1..=NATS_START_ATTEMPTS {
-            match Self::try_start(&binary) {
+            match Self::try_start(&binary, extra) {
                 Ok(server) => return server,
                 Err(StartError { message, retry }) => {
                     errors.push(format!("attempt {attempt}: {message}"));
@@ -291,12 +298,12 @@ impl NatsServer {
         );
     }
 
-    fn try_start(binary: &Path) -> Result<Self, StartError> {
+    fn try_start(binary: &Path, extra: &str) -> Result<Self, StartError> {
         let name = unique_name("flow-nats");
         let dir = std::env::temp_dir().join(&name);
         fs::create_dir(&dir)
             .map_err(|e| StartError::fatal(format!("creating {}: {e}", dir.display())))?;
-        match Self::spawn_in(binary, name, &dir) {
+        match Self::spawn_in(binary, name, &dir, extra) {
             Ok(server) => Ok(server),
             Err(err) => {
                 let _ = fs::remove_dir_all(&dir);
@@ -305,12 +312,15 @@ impl NatsServer {
         }
     }
 
-    fn spawn_in(binary: &Path, name: String, dir: &Path) -> Result<Self, StartError> {
+    fn spawn_in(binary: &Path, name: String, dir: &Path, extra: &str) -> Result<Self, StartError> {
         let config = dir.join("nats.conf");
         let store = dir.join("store");
         let log = dir.join("nats.log");
-        fs::write(&config, "jetstream {\n  sync_interval: always\n}\n")
-            .map_err(|e| StartError::fatal(format!("writing {}: {e}", config.display())))?;
+        fs::write(
+            &config,
+            format!("jetstream {{\n  sync_interval: always\n}}\n{extra}\n"),
+        )
+        .map_err(|e| StartError::fatal(format!("writing {}: {e}", config.display())))?;
         let ports =
             free_ports(2).map_err(|e| StartError::fatal(format!("finding free ports: {e}")))?;
         let (port, monitor_port) = (ports[0], ports[1]);
