@@ -446,3 +446,17 @@ mod tests {
         assert!(s.validate_nats().is_ok());
     }
 }
+
+#[cfg(test)]
+mod example_file {
+    use super::*;
+
+    #[test]
+    fn the_shipped_example_file_loads_and_validates() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/flow.yaml");
+        let s = Settings::load(Some(&path), &|_| None).expect("examples/flow.yaml loads");
+        s.validate_nats().expect("valid nats settings");
+        s.validate_database().expect("valid database settings");
+        assert_eq!(s.database.max_connections, 10);
+    }
+}
