@@ -1,0 +1,312 @@
+//! The component-manager contract: what a manager declares and the calls a
+//! worker makes. Every call is idempotent where the hardware allows it —
+//! asking for a state the component already has succeeds without a command.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use flow_rules::{ComponentType, PowerOperation};
+use serde::{Deserialize, Serialize};
+
+use crate::{Capability, HardwareError};
+
+/// Who a manager is and what it can do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManagerDescriptor {
+    /// The component type it serves.
+    pub component_type: ComponentType,
+    /// Its implementation name (e.g. `redfish`).
+    pub name: &'static str,
+    /// What it can do.
+    pub capabilities: Vec<Capability>,
+}
+
+impl ManagerDescriptor {
+    /// True when it declares the capability.
+    pub fn has(&self, capability: Capability) -> bool {
+        self.capabilities.contains(&capability)
+    }
+
+    /// An error naming the type, the manager and the capability, unless it
+    /// has the capability.
+    pub fn require(&self, capability: Capability) -> Result<(), HardwareError> {
+        if self.has(capability) {
+            Ok(())
+        } else {
+            Err(HardwareError::Unsupported {
+                component_type: self.component_type,
+                manager: self.name,
+                capability,
+            })
+        }
+    }
+}
+
+/// The component a call acts on, as the rack inventory describes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentTarget {
+    /// Its rack's name.
+    pub rack: String,
+    /// Its name, unique in the rack.
+    pub name: String,
+    /// Its type.
+    pub component_type: ComponentType,
+    /// BMC base URL, `https://host[:port]`.
+    pub bmc_url: String,
+    /// Credential reference, resolved by the worker.
+    pub credential_ref: String,
+    /// Redfish resource IDs when known (`System_0`, `powershelf`); discovered
+    /// when absent.
+    #[serde(default)]
+    pub resource_id: Option<String>,
+}
+
+/// Power state as Flow sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PowerStatus {
+    /// Powered on.
+    On,
+    /// Powered off.
+    Off,
+    /// In transition or not reported.
+    Unknown,
+}
+
+/// What a power call did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PowerOutcome {
+    /// A command was sent (the Redfish `ResetType`).
+    Issued {
+        /// The `ResetType` sent.
+        reset_type: String,
+    },
+    /// The component already had (or was moving to) the requested state; no
+    /// command was sent.
+    AlreadyInState {
+        /// The state it reported.
+        state: String,
+    },
+}
+
+/// A firmware update request.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirmwareRequest {
+    /// Where the BMC fetches the image.
+    pub image_uri: String,
+    /// The version the image installs, when known: an update to the version
+    /// already installed succeeds at once.
+    pub version: Option<String>,
+    /// Firmware inventory member IDs to update; empty = the component's main
+    /// firmware.
+    pub targets: Vec<String>,
+}
+
+/// A started update, kept in the worker's checkpoint and polled later.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirmwareJob {
+    /// The BMC's task URI (`/redfish/v1/TaskService/Tasks/7`).
+    pub task: String,
+    /// The inventory members being updated.
+    pub targets: Vec<String>,
+    /// The version expected afterwards, when known.
+    pub expected_version: Option<String>,
+}
+
+/// How an update request ended up.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FirmwareStart {
+    /// The version is already installed; nothing was started.
+    AlreadyInstalled {
+        /// The installed version.
+        version: String,
+    },
+    /// An update is running.
+    Started(FirmwareJob),
+}
+
+/// Update progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FirmwareState {
+    /// Accepted, not yet running.
+    Queued,
+    /// Running.
+    Running,
+    /// Done, and the inventory shows the expected version when one was given.
+    Completed,
+    /// Failed; the message says why.
+    Failed,
+}
+
+/// Update status of one component.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FirmwareStatus {
+    /// The state.
+    pub state: FirmwareState,
+    /// Percent complete, when the BMC reports it.
+    pub percent: Option<u8>,
+    /// The BMC's last message.
+    pub message: String,
+    /// Installed versions by inventory member.
+    pub versions: BTreeMap<String, String>,
+}
+
+/// Decommission state, as the lifecycle API reports it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum DecommissionState {
+    /// In service.
+    Ready,
+    /// In maintenance, with the reason.
+    Maintenance(String),
+    /// Being decommissioned, with the phase.
+    Decommissioning(String),
+    /// Out of service.
+    Decommissioned,
+    /// A state this version of Flow does not know (waiting fails on it).
+    Other(String),
+}
+
+impl DecommissionState {
+    /// Parses the lifecycle API's state text.
+    pub fn parse(text: &str) -> Self {
+        if text == "Ready" {
+            DecommissionState::Ready
+        } else if text == "Decommissioned" || text == "Decommissioning/Decommissioned" {
+            DecommissionState::Decommissioned
+        } else if let Some(phase) = text.strip_prefix("Decommissioning/") {
+            DecommissionState::Decommissioning(phase.to_owned())
+        } else if let Some(reason) = text
+            .strip_prefix("Maintenance(")
+            .and_then(|r| r.strip_suffix(')'))
+        {
+            DecommissionState::Maintenance(reason.to_owned())
+        } else {
+            DecommissionState::Other(text.to_owned())
+        }
+    }
+}
+
+/// A manager for one component type. Methods a manager does not support
+/// return [`HardwareError::Unsupported`] (the defaults do).
+#[async_trait]
+pub trait ComponentManager: Send + Sync {
+    /// Who it is and what it can do.
+    fn descriptor(&self) -> &ManagerDescriptor;
+
+    /// Issues a power operation (or nothing, when already in that state).
+    async fn power_control(
+        &self,
+        target: &ComponentTarget,
+        operation: PowerOperation,
+    ) -> Result<PowerOutcome, HardwareError> {
+        let _ = (target, operation);
+        Err(self.unsupported(Capability::PowerControl))
+    }
+
+    /// Reads the power state.
+    async fn power_status(&self, target: &ComponentTarget) -> Result<PowerStatus, HardwareError> {
+        let _ = target;
+        Err(self.unsupported(Capability::PowerStatus))
+    }
+
+    /// Starts a firmware update (or nothing, when already installed).
+    async fn firmware_update(
+        &self,
+        target: &ComponentTarget,
+        request: &FirmwareRequest,
+    ) -> Result<FirmwareStart, HardwareError> {
+        let _ = (target, request);
+        Err(self.unsupported(Capability::FirmwareControl))
+    }
+
+    /// Reads update progress (with a job) or just the installed versions.
+    async fn firmware_status(
+        &self,
+        target: &ComponentTarget,
+        job: Option<&FirmwareJob>,
+    ) -> Result<FirmwareStatus, HardwareError> {
+        let _ = (target, job);
+        Err(self.unsupported(Capability::FirmwareStatus))
+    }
+
+    /// Requests decommissioning (idempotent).
+    async fn decommission(
+        &self,
+        target: &ComponentTarget,
+    ) -> Result<DecommissionState, HardwareError> {
+        let _ = target;
+        Err(self.unsupported(Capability::DecommissionControl))
+    }
+
+    /// Reads the decommission state.
+    async fn decommission_status(
+        &self,
+        target: &ComponentTarget,
+    ) -> Result<DecommissionState, HardwareError> {
+        let _ = target;
+        Err(self.unsupported(Capability::DecommissionStatus))
+    }
+
+    /// The typed "not supported" error for this manager.
+    fn unsupported(&self, capability: Capability) -> HardwareError {
+        let d = self.descriptor();
+        HardwareError::Unsupported {
+            component_type: d.component_type,
+            manager: d.name,
+            capability,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifecycle_states_parse() {
+        assert_eq!(DecommissionState::parse("Ready"), DecommissionState::Ready);
+        assert_eq!(
+            DecommissionState::parse("Maintenance(disk swap)"),
+            DecommissionState::Maintenance("disk swap".into())
+        );
+        assert_eq!(
+            DecommissionState::parse("Decommissioning/Wiping"),
+            DecommissionState::Decommissioning("Wiping".into())
+        );
+        assert_eq!(
+            DecommissionState::parse("Decommissioning/Decommissioned"),
+            DecommissionState::Decommissioned
+        );
+        assert_eq!(DecommissionState::parse("Decommissioned"), DecommissionState::Decommissioned);
+        assert_eq!(DecommissionState::parse("Lost"), DecommissionState::Other("Lost".into()));
+    }
+
+    struct Bare(ManagerDescriptor);
+
+    impl ComponentManager for Bare {
+        fn descriptor(&self) -> &ManagerDescriptor {
+            &self.0
+        }
+    }
+
+    #[tokio::test]
+    async fn a_missing_capability_names_type_manager_and_capability() {
+        let m = Bare(ManagerDescriptor {
+            component_type: ComponentType::Cdu,
+            name: "none",
+            capabilities: vec![],
+        });
+        let target = ComponentTarget {
+            rack: "r".into(),
+            name: "c".into(),
+            component_type: ComponentType::Cdu,
+            bmc_url: "https://x".into(),
+            credential_ref: String::new(),
+            resource_id: None,
+        };
+        let e = m.power_status(&target).await.unwrap_err();
+        assert_eq!(e.to_string(), "the none manager for CDU does not support power status");
+        assert!(!e.is_transient());
+        let e = m.descriptor().require(Capability::FirmwareControl).unwrap_err();
+        assert_eq!(e.to_string(), "the none manager for CDU does not support firmware control");
+    }
+}

@@ -1,0 +1,159 @@
+//! Connections to BMCs: one HTTP client per manager, and per BMC a permit
+//! pool (at most N requests at once) and the cached nv-redfish service root.
+//! Raw JSON reads go through the same client and credentials.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use nv_redfish::ServiceRoot;
+use nv_redfish::bmc_http::reqwest::Client as NvClient;
+use nv_redfish::bmc_http::{BmcCredentials, CacheSettings, HttpBmc};
+use serde_json::Value;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use url::Url;
+
+use crate::{BmcCredential, ComponentTarget, HardwareError};
+
+/// The nv-redfish transport Flow uses.
+pub type Bmc = HttpBmc<NvClient>;
+
+/// One BMC's shared state.
+pub struct BmcHandle {
+    permits: Arc<Semaphore>,
+    root: tokio::sync::Mutex<Option<ServiceRoot<Bmc>>>,
+    /// The power resource's `@odata.id`, once discovered.
+    pub power_resource: Mutex<Option<String>>,
+}
+
+/// BMC handles by base URL.
+pub struct BmcPool {
+    http: reqwest::Client,
+    max_per_bmc: usize,
+    handles: Mutex<HashMap<String, Arc<BmcHandle>>>,
+}
+
+/// A BMC in use: the permit is held while the value lives.
+pub struct Session<'a> {
+    /// The component.
+    pub target: &'a ComponentTarget,
+    /// Its handle.
+    pub handle: Arc<BmcHandle>,
+    base: Url,
+    credential: BmcCredential,
+    http: reqwest::Client,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl BmcPool {
+    /// A pool over `http` allowing `max_per_bmc` concurrent calls per BMC.
+    pub fn new(http: reqwest::Client, max_per_bmc: usize) -> Self {
+        BmcPool {
+            http,
+            max_per_bmc: max_per_bmc.max(1),
+            handles: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn handle(&self, url: &str) -> Arc<BmcHandle> {
+        let mut handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
+        Arc::clone(handles.entry(url.to_owned()).or_insert_with(|| {
+            Arc::new(BmcHandle {
+                permits: Arc::new(Semaphore::new(self.max_per_bmc)),
+                root: tokio::sync::Mutex::new(None),
+                power_resource: Mutex::new(None),
+            })
+        }))
+    }
+
+    /// Waits for a permit on the target's BMC.
+    pub async fn session<'a>(
+        &self,
+        target: &'a ComponentTarget,
+        credential: BmcCredential,
+    ) -> Result<Session<'a>, HardwareError> {
+        let base = Url::parse(&target.bmc_url).map_err(|e| {
+            HardwareError::Config(format!(
+                "{}: BMC URL {:?} is not a URL: {e}",
+                target.name, target.bmc_url
+            ))
+        })?;
+        let handle = self.handle(&target.bmc_url);
+        let permit = Arc::clone(&handle.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| HardwareError::Config("BMC permit pool closed".to_owned()))?;
+        Ok(Session {
+            target,
+            handle,
+            base,
+            credential,
+            http: self.http.clone(),
+            _permit: permit,
+        })
+    }
+}
+
+impl Session<'_> {
+    /// The nv-redfish service root, read once per BMC and kept.
+    pub async fn root(&self) -> Result<ServiceRoot<Bmc>, HardwareError> {
+        let mut cached = self.handle.root.lock().await;
+        if let Some(root) = cached.as_ref() {
+            return Ok(root.clone());
+        }
+        let client = NvClient::with_client(self.http.clone());
+        let bmc = HttpBmc::new(
+            client,
+            self.base.clone(),
+            BmcCredentials::new(
+                self.credential.user.clone(),
+                self.credential.password.expose().to_owned(),
+            ),
+            CacheSettings::default(),
+        );
+        let root = ServiceRoot::new(Arc::new(bmc))
+            .await
+            .map_err(|e| super::nv_error(self.target, "read the service root", &e))?;
+        *cached = Some(root.clone());
+        Ok(root)
+    }
+
+    fn url(&self, path: &str) -> Url {
+        let mut url = self.base.clone();
+        match path.split_once('?') {
+            Some((p, q)) => {
+                url.set_path(p);
+                url.set_query(Some(q));
+            }
+            None => url.set_path(path),
+        }
+        url
+    }
+
+    /// GETs a resource as raw JSON (for what nv-redfish does not expose,
+    /// such as `@Redfish.AllowableValues`, and for task polling).
+    pub async fn get_json(&self, path: &str, action: &str) -> Result<Value, HardwareError> {
+        let url = self.url(path);
+        let response = self
+            .http
+            .get(url.clone())
+            .basic_auth(&self.credential.user, Some(self.credential.password.expose()))
+            .send()
+            .await
+            .map_err(|e| super::transport_error(self.target, &url, &e))?;
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap_or_default();
+        if !(200..300).contains(&status) {
+            return Err(HardwareError::Http {
+                component: self.target.name.clone(),
+                action: action.to_owned(),
+                status,
+                message: super::error_message(&text),
+            });
+        }
+        serde_json::from_str(&text).map_err(|e| HardwareError::Protocol {
+            component: self.target.name.clone(),
+            action: action.to_owned(),
+            detail: format!("not JSON ({e}): {}", super::snippet(&text)),
+        })
+    }
+}

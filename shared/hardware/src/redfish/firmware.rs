@@ -1,0 +1,164 @@
+//! Firmware: `UpdateService.SimpleUpdate`, then the task and the firmware
+//! inventory. An update to the version already installed succeeds at once.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::conn::Session;
+use super::kind::Kind;
+use crate::{FirmwareJob, FirmwareRequest, FirmwareStart, FirmwareState, FirmwareStatus, HardwareError};
+
+const INVENTORY: &str = "/redfish/v1/UpdateService/FirmwareInventory";
+
+/// Installed versions by inventory member ID, through nv-redfish.
+async fn versions(session: &Session<'_>) -> Result<BTreeMap<String, String>, HardwareError> {
+    let target = session.target;
+    let root = session.root().await?;
+    let service = root
+        .update_service()
+        .await
+        .map_err(|e| super::nv_error(target, "read the update service", &e))?
+        .ok_or_else(|| HardwareError::OperationNotSupported {
+            component: target.name.clone(),
+            component_type: target.component_type,
+            operation: "firmware".to_owned(),
+            reason: "the BMC has no UpdateService".to_owned(),
+        })?;
+    let items = service
+        .firmware_inventories()
+        .await
+        .map_err(|e| super::nv_error(target, "read the firmware inventory", &e))?
+        .unwrap_or_default();
+    Ok(items
+        .iter()
+        .map(|item| {
+            let id = item.raw().id.clone();
+            let version = item.version().map(|v| v.to_string()).unwrap_or_default();
+            (id, version)
+        })
+        .collect())
+}
+
+/// Starts an update, or reports the version already installed.
+pub async fn start(
+    session: &Session<'_>,
+    kind: Kind,
+    request: &FirmwareRequest,
+) -> Result<FirmwareStart, HardwareError> {
+    let target = session.target;
+    let targets: Vec<String> = if request.targets.is_empty() {
+        vec![kind.primary_firmware().to_owned()]
+    } else {
+        request.targets.clone()
+    };
+    let installed = versions(session).await?;
+    for t in &targets {
+        if !installed.contains_key(t) {
+            return Err(HardwareError::InvalidState {
+                component: target.name.clone(),
+                message: format!(
+                    "has no firmware inventory member {t:?} (it has {})",
+                    installed.keys().cloned().collect::<Vec<_>>().join(", ")
+                ),
+            });
+        }
+    }
+    if let Some(version) = &request.version {
+        if targets.iter().all(|t| installed.get(t) == Some(version)) {
+            return Ok(FirmwareStart::AlreadyInstalled {
+                version: version.clone(),
+            });
+        }
+    }
+    let root = session.root().await?;
+    let service = root
+        .update_service()
+        .await
+        .map_err(|e| super::nv_error(target, "read the update service", &e))?
+        .ok_or_else(|| HardwareError::OperationNotSupported {
+            component: target.name.clone(),
+            component_type: target.component_type,
+            operation: "firmware update".to_owned(),
+            reason: "the BMC has no UpdateService".to_owned(),
+        })?;
+    let uris = targets.iter().map(|t| format!("{INVENTORY}/{t}")).collect();
+    let response = service
+        .simple_update(request.image_uri.clone(), None, Some(uris), None, None, None, None, None, None)
+        .await
+        .map_err(|e| super::nv_error(target, "SimpleUpdate", &e))?;
+    let task = match response {
+        nv_redfish::core::ModificationResponse::Task(t) => t
+            .task
+            .map(|id| id.to_string())
+            .unwrap_or_else(|| t.location.0.to_string()),
+        _ => String::new(),
+    };
+    tracing::info!(task = %task, image = %request.image_uri, "firmware update started");
+    Ok(FirmwareStart::Started(FirmwareJob {
+        task,
+        targets,
+        expected_version: request.version.clone(),
+    }))
+}
+
+fn task_state(state: &str) -> FirmwareState {
+    match state {
+        "Completed" => FirmwareState::Completed,
+        "Exception" | "Killed" | "Cancelled" => FirmwareState::Failed,
+        "Running" | "Stopping" | "Suspended" | "Interrupted" | "Cancelling" => FirmwareState::Running,
+        _ => FirmwareState::Queued,
+    }
+}
+
+fn last_message(task: &Value) -> String {
+    task["Messages"]
+        .as_array()
+        .and_then(|m| m.last())
+        .and_then(|m| m["Message"].as_str())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Reads progress: the task (when there is a job) and the inventory.
+pub async fn status(
+    session: &Session<'_>,
+    job: Option<&FirmwareJob>,
+) -> Result<FirmwareStatus, HardwareError> {
+    let Some(job) = job.filter(|j| !j.task.is_empty()) else {
+        let versions = versions(session).await?;
+        let done = job.is_none_or(|j| expected_installed(j, &versions));
+        return Ok(FirmwareStatus {
+            state: if done { FirmwareState::Completed } else { FirmwareState::Running },
+            percent: None,
+            message: String::new(),
+            versions,
+        });
+    };
+    let task = session.get_json(&job.task, "read the update task").await?;
+    let mut state = task_state(task["TaskState"].as_str().unwrap_or_default());
+    let percent = task["PercentComplete"].as_u64().and_then(|p| u8::try_from(p.min(100)).ok());
+    let mut message = last_message(&task);
+    let versions = versions(session).await?;
+    if state == FirmwareState::Completed && !expected_installed(job, &versions) {
+        state = FirmwareState::Failed;
+        message = format!(
+            "the task completed but the inventory does not show version {} on {}",
+            job.expected_version.as_deref().unwrap_or_default(),
+            job.targets.join(", ")
+        );
+    }
+    Ok(FirmwareStatus {
+        state,
+        percent,
+        message,
+        versions,
+    })
+}
+
+fn expected_installed(job: &FirmwareJob, versions: &BTreeMap<String, String>) -> bool {
+    match &job.expected_version {
+        Some(v) => job.targets.iter().all(|t| versions.get(t) == Some(v)),
+        None => true,
+    }
+}

@@ -1,0 +1,306 @@
+//! Redfish managers for compute trays, NVLink switch trays and power
+//! shelves. `nv-redfish` reads the service root, discovers resources, sends
+//! resets and firmware updates and reads the firmware inventory; plain
+//! reqwest reads what nv-redfish does not expose (`@Redfish.AllowableValues`)
+//! and polls update tasks by URI (a worker resumes them from a checkpoint).
+
+mod conn;
+mod firmware;
+pub mod kind;
+mod power;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use flow_rules::{ComponentType, PowerOperation};
+use serde_json::Value;
+
+use crate::lifecycle::LifecycleClient;
+use crate::{
+    BmcCredential, Capability, ComponentManager, ComponentTarget, CredentialStore,
+    DecommissionState, FirmwareJob, FirmwareRequest, FirmwareStart, FirmwareStatus,
+    HardwareError, ManagerDescriptor, PowerOutcome, PowerStatus,
+};
+use conn::{BmcPool, Session};
+use kind::Kind;
+
+/// Requests in flight per BMC when nothing says otherwise (BMCs are small
+/// controllers; the default).
+pub const DEFAULT_MAX_CONCURRENT_PER_BMC: usize = 4;
+/// One HTTP request's limit when nothing says otherwise.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+/// TCP/TLS connect limit.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How the Redfish managers talk to BMCs.
+#[derive(Debug, Clone)]
+pub struct RedfishSettings {
+    /// At most this many requests at once per BMC.
+    pub max_concurrent_per_bmc: usize,
+    /// Limit of one HTTP request.
+    pub request_timeout: Duration,
+    /// Connect limit.
+    pub connect_timeout: Duration,
+    /// Extra CA certificates (PEM) to trust for BMC TLS.
+    pub ca_file: Option<PathBuf>,
+    /// Skip TLS verification (labs only; off by default).
+    pub insecure: bool,
+}
+
+impl Default for RedfishSettings {
+    fn default() -> Self {
+        RedfishSettings {
+            max_concurrent_per_bmc: DEFAULT_MAX_CONCURRENT_PER_BMC,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            ca_file: None,
+            insecure: false,
+        }
+    }
+}
+
+impl RedfishSettings {
+    /// The HTTP client these settings describe. Cross-origin redirects are
+    /// refused so credentials never leave the BMC's origin.
+    pub fn http_client(&self) -> Result<reqwest::Client, HardwareError> {
+        let mut builder = reqwest::Client::builder()
+            .use_rustls_tls()
+            .timeout(self.request_timeout)
+            .connect_timeout(self.connect_timeout)
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("flow/", env!("CARGO_PKG_VERSION")));
+        if let Some(ca) = &self.ca_file {
+            let pem = std::fs::read(ca).map_err(|e| {
+                HardwareError::Config(format!("cannot read BMC CA file {}: {e}", ca.display()))
+            })?;
+            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
+                HardwareError::Config(format!("BMC CA file {} is not PEM: {e}", ca.display()))
+            })?;
+            for cert in certs {
+                builder = builder.add_root_certificate(cert);
+            }
+        }
+        if self.insecure {
+            builder = builder.danger_accept_invalid_certs(true);
+        }
+        builder
+            .build()
+            .map_err(|e| HardwareError::Config(format!("cannot build the HTTP client: {e}")))
+    }
+}
+
+/// The Redfish manager of one component type.
+pub struct RedfishManager {
+    descriptor: ManagerDescriptor,
+    kind: Kind,
+    pool: BmcPool,
+    credentials: Arc<CredentialStore>,
+    lifecycle: Option<LifecycleClient>,
+}
+
+impl RedfishManager {
+    /// A manager for `component_type` (Compute, NVSwitch or PowerShelf).
+    /// With a lifecycle client it also declares the decommission
+    /// capabilities.
+    pub fn new(
+        component_type: ComponentType,
+        settings: &RedfishSettings,
+        credentials: Arc<CredentialStore>,
+        lifecycle: Option<LifecycleClient>,
+    ) -> Result<Self, HardwareError> {
+        let kind = Kind::of(component_type).ok_or(HardwareError::NoManager { component_type })?;
+        let mut capabilities = vec![
+            Capability::PowerControl,
+            Capability::PowerStatus,
+            Capability::FirmwareControl,
+            Capability::FirmwareStatus,
+        ];
+        if lifecycle.is_some() {
+            capabilities.extend([Capability::DecommissionControl, Capability::DecommissionStatus]);
+        }
+        Ok(RedfishManager {
+            descriptor: ManagerDescriptor {
+                component_type,
+                name: "redfish",
+                capabilities,
+            },
+            kind,
+            pool: BmcPool::new(settings.http_client()?, settings.max_concurrent_per_bmc),
+            credentials,
+            lifecycle,
+        })
+    }
+
+    fn credential(&self, target: &ComponentTarget) -> Result<BmcCredential, HardwareError> {
+        self.credentials
+            .get(&target.credential_ref)
+            .cloned()
+            .ok_or_else(|| HardwareError::MissingCredential {
+                component: target.name.clone(),
+                reference: target.credential_ref.clone(),
+            })
+    }
+
+    async fn session<'a>(&self, target: &'a ComponentTarget) -> Result<Session<'a>, HardwareError> {
+        self.pool.session(target, self.credential(target)?).await
+    }
+
+    fn lifecycle(&self, capability: Capability) -> Result<&LifecycleClient, HardwareError> {
+        self.lifecycle.as_ref().ok_or_else(|| self.unsupported(capability))
+    }
+}
+
+#[async_trait]
+impl ComponentManager for RedfishManager {
+    fn descriptor(&self) -> &ManagerDescriptor {
+        &self.descriptor
+    }
+
+    #[tracing::instrument(skip_all, fields(component = %target.name, rack = %target.rack, operation = operation.as_str()))]
+    async fn power_control(
+        &self,
+        target: &ComponentTarget,
+        operation: PowerOperation,
+    ) -> Result<PowerOutcome, HardwareError> {
+        let session = self.session(target).await?;
+        power::control(&session, self.kind, operation).await
+    }
+
+    #[tracing::instrument(skip_all, fields(component = %target.name, rack = %target.rack))]
+    async fn power_status(&self, target: &ComponentTarget) -> Result<PowerStatus, HardwareError> {
+        let session = self.session(target).await?;
+        power::status(&session, self.kind).await
+    }
+
+    #[tracing::instrument(skip_all, fields(component = %target.name, rack = %target.rack))]
+    async fn firmware_update(
+        &self,
+        target: &ComponentTarget,
+        request: &FirmwareRequest,
+    ) -> Result<FirmwareStart, HardwareError> {
+        let session = self.session(target).await?;
+        firmware::start(&session, self.kind, request).await
+    }
+
+    #[tracing::instrument(skip_all, fields(component = %target.name, rack = %target.rack))]
+    async fn firmware_status(
+        &self,
+        target: &ComponentTarget,
+        job: Option<&FirmwareJob>,
+    ) -> Result<FirmwareStatus, HardwareError> {
+        let session = self.session(target).await?;
+        firmware::status(&session, job).await
+    }
+
+    async fn decommission(
+        &self,
+        target: &ComponentTarget,
+    ) -> Result<DecommissionState, HardwareError> {
+        self.lifecycle(Capability::DecommissionControl)?
+            .decommission(target)
+            .await
+    }
+
+    async fn decommission_status(
+        &self,
+        target: &ComponentTarget,
+    ) -> Result<DecommissionState, HardwareError> {
+        self.lifecycle(Capability::DecommissionStatus)?
+            .status(target)
+            .await
+    }
+}
+
+/// The message of a Redfish error body, or the start of any other body.
+pub fn error_message(body: &str) -> String {
+    let Ok(v) = serde_json::from_str::<Value>(body) else {
+        return snippet(body);
+    };
+    let extended = v["error"]["@Message.ExtendedInfo"][0]["Message"].as_str();
+    let message = v["error"]["message"].as_str();
+    match (extended, message) {
+        (Some(m), _) | (None, Some(m)) => m.to_owned(),
+        _ => snippet(body),
+    }
+}
+
+/// The first 200 characters of a body, for messages.
+pub fn snippet(body: &str) -> String {
+    let trimmed: String = body.chars().take(200).collect();
+    if trimmed.is_empty() {
+        "(empty body)".to_owned()
+    } else {
+        trimmed
+    }
+}
+
+fn transport_error(target: &ComponentTarget, url: &url::Url, e: &reqwest::Error) -> HardwareError {
+    match e.status() {
+        Some(status) => HardwareError::Http {
+            component: target.name.clone(),
+            action: format!("request to {}", url.path()),
+            status: status.as_u16(),
+            message: e.to_string(),
+        },
+        None => HardwareError::Unreachable {
+            component: target.name.clone(),
+            url: format!("{}{}", target.bmc_url, url.path()),
+            detail: error_chain(e),
+        },
+    }
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+/// Classifies an nv-redfish error.
+fn nv_error(
+    target: &ComponentTarget,
+    action: &str,
+    e: &nv_redfish::Error<conn::Bmc>,
+) -> HardwareError {
+    use nv_redfish::bmc_http::reqwest::BmcError;
+    match e {
+        nv_redfish::Error::Bmc(BmcError::ReqwestError(re)) => {
+            let url = re
+                .url()
+                .cloned()
+                .unwrap_or_else(|| url::Url::parse(&target.bmc_url).unwrap_or_else(|_| {
+                    url::Url::parse("http://invalid").expect("static URL parses")
+                }));
+            transport_error(target, &url, re)
+        }
+        nv_redfish::Error::Bmc(BmcError::InvalidResponse { status, text, .. }) => {
+            HardwareError::Http {
+                component: target.name.clone(),
+                action: action.to_owned(),
+                status: status.as_u16(),
+                message: error_message(text),
+            }
+        }
+        nv_redfish::Error::ActionNotAvailable
+        | nv_redfish::Error::Bmc(BmcError::ActionNotSupported) => {
+            HardwareError::OperationNotSupported {
+                component: target.name.clone(),
+                component_type: target.component_type,
+                operation: action.to_owned(),
+                reason: "the BMC does not advertise this action".to_owned(),
+            }
+        }
+        other => HardwareError::Protocol {
+            component: target.name.clone(),
+            action: action.to_owned(),
+            detail: other.to_string(),
+        },
+    }
+}
