@@ -31,6 +31,79 @@ pub enum Command {
     /// Racks and their components.
     #[command(subcommand)]
     Rack(RackCommand),
+    /// Drive one BMC through Flow's managers: check reachability,
+    /// credentials and behaviour before trusting it to a rule.
+    Bmc(BmcArgs),
+}
+
+/// `flow bmc`.
+#[derive(Debug, Args)]
+pub struct BmcArgs {
+    /// The BMC's base URL, e.g. https://10.0.0.17.
+    pub url: String,
+    /// User name (with --password-env).
+    #[arg(long, requires = "password_env", conflicts_with = "credential")]
+    pub user: Option<String>,
+    /// Environment variable holding the password (never a flag: flags show in `ps`).
+    #[arg(long, requires = "user")]
+    pub password_env: Option<String>,
+    /// Credential reference from the credentials file (FLOW_BMC_CREDENTIALS_FILE).
+    #[arg(long)]
+    pub credential: Option<String>,
+    /// Credentials file (YAML: reference → user and password_env/password_file).
+    #[arg(long, env = "FLOW_BMC_CREDENTIALS_FILE")]
+    pub credentials_file: Option<PathBuf>,
+    /// What the BMC manages.
+    #[arg(long, value_enum, default_value_t = BmcKind::Compute)]
+    pub kind: BmcKind,
+    /// Extra CA certificates (PEM) to trust.
+    #[arg(long)]
+    pub ca_file: Option<PathBuf>,
+    /// Skip TLS verification (labs only).
+    #[arg(long)]
+    pub insecure: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub action: BmcAction,
+}
+
+/// The kind of component behind a BMC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum BmcKind {
+    /// A compute tray.
+    Compute,
+    /// An NVLink switch tray.
+    Nvswitch,
+    /// A power shelf.
+    Powershelf,
+}
+
+/// `flow bmc <url> …` actions.
+#[derive(Debug, Subcommand)]
+pub enum BmcAction {
+    /// Read the power state.
+    PowerStatus,
+    /// Send a power operation (power_on, force_power_off, restart, …).
+    Power {
+        /// The operation code.
+        operation: String,
+    },
+    /// Read the firmware inventory.
+    FirmwareStatus,
+    /// Start a firmware update and follow it to the end.
+    FirmwareUpdate {
+        /// Image URI the BMC fetches.
+        image_uri: String,
+        /// The version the image installs (an update to it is skipped when installed).
+        #[arg(long)]
+        version: Option<String>,
+        /// Inventory member to update (repeatable; default: the main firmware).
+        #[arg(long = "target")]
+        targets: Vec<String>,
+        /// Give up following after this many seconds.
+        #[arg(long, default_value_t = 3600)]
+        wait_seconds: u64,
+    },
 }
 
 /// `flow rule …`.

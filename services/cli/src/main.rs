@@ -4,6 +4,7 @@
 //! 2 unreadable input, bad settings, usage error or no service.
 
 mod args;
+mod bmc;
 mod client;
 mod input;
 mod remote;
@@ -64,6 +65,7 @@ async fn main() -> ExitCode {
         Command::Rule(RuleCommand::Resolve(a)) => remote::run(remote::resolve(s, out, a)).await,
         Command::Rule(RuleCommand::History(a)) => remote::run(remote::history(s, out, a)).await,
         Command::Rack(c) => remote::rack(s, out, c).await,
+        Command::Bmc(a) => bmc::run(a, out).await,
     };
     ExitCode::from(outcome as u8)
 }

@@ -53,7 +53,9 @@ pub fn required_capabilities(action: &Action) -> &'static [Capability] {
         Action::VerifyPowerStatus { .. }
         | Action::GetPowerStatus { .. }
         | Action::VerifyReachability { .. } => &[Capability::PowerStatus],
-        Action::FirmwareControl { .. } => &[Capability::FirmwareControl, Capability::FirmwareStatus],
+        Action::FirmwareControl { .. } => {
+            &[Capability::FirmwareControl, Capability::FirmwareStatus]
+        }
         Action::DecommissionControl => &[Capability::DecommissionControl],
         Action::WaitDecommissioned { .. } => &[Capability::DecommissionStatus],
     }
@@ -67,7 +69,12 @@ mod tests {
 
     #[test]
     fn every_action_maps_to_its_capabilities() {
-        assert!(required_capabilities(&Action::Sleep { duration: Duration::from_secs(1) }).is_empty());
+        assert!(
+            required_capabilities(&Action::Sleep {
+                duration: Duration::from_secs(1)
+            })
+            .is_empty()
+        );
         assert_eq!(
             required_capabilities(&Action::DecommissionControl),
             [Capability::DecommissionControl]

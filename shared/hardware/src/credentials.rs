@@ -67,7 +67,12 @@ impl CredentialStore {
     }
 
     /// Adds or replaces a credential.
-    pub fn insert(&mut self, reference: impl Into<String>, user: impl Into<String>, password: Secret) {
+    pub fn insert(
+        &mut self,
+        reference: impl Into<String>,
+        user: impl Into<String>,
+        password: Secret,
+    ) {
         self.by_ref.insert(
             reference.into(),
             BmcCredential {
@@ -112,12 +117,11 @@ impl CredentialStore {
             path: shown.clone(),
             reason: e.to_string(),
         })?;
-        let entries: BTreeMap<String, FileEntry> = serde_saphyr::from_str(&text).map_err(|e| {
-            CredentialError::Read {
+        let entries: BTreeMap<String, FileEntry> =
+            serde_saphyr::from_str(&text).map_err(|e| CredentialError::Read {
                 path: shown.clone(),
                 reason: e.to_string().lines().next().unwrap_or_default().to_owned(),
-            }
-        })?;
+            })?;
         let mut store = Self::new();
         for (reference, entry) in entries {
             let bad = |reason: String| CredentialError::Entry {
@@ -128,7 +132,8 @@ impl CredentialStore {
             let password = match (entry.password, entry.password_env, entry.password_file) {
                 (Some(p), None, None) => p,
                 (None, Some(var), None) => Secret::new(
-                    env(&var).ok_or_else(|| bad(format!("environment variable {var} is not set")))?,
+                    env(&var)
+                        .ok_or_else(|| bad(format!("environment variable {var} is not set")))?,
                 ),
                 (None, None, Some(file)) => Secret::new(
                     std::fs::read_to_string(&file)
@@ -167,16 +172,22 @@ mod tests {
             ),
         )
         .unwrap();
-        let store =
-            CredentialStore::from_yaml_file(&file, &|k| (k == "PW_A").then(|| "from-env".to_owned()))
-                .unwrap();
+        let store = CredentialStore::from_yaml_file(&file, &|k| {
+            (k == "PW_A").then(|| "from-env".to_owned())
+        })
+        .unwrap();
         assert_eq!(store.get("a").unwrap().password.expose(), "from-env");
         assert_eq!(store.get("b").unwrap().password.expose(), "from-file");
         assert_eq!(store.get("c").unwrap().user, "u");
         assert!(!format!("{store:?}").contains("from-env"));
         std::fs::write(&file, "a: {user: root}\n").unwrap();
-        let e = CredentialStore::from_yaml_file(&file, &|_| None).unwrap_err().to_string();
-        assert!(e.ends_with("entry \"a\": give exactly one of password, password_env, password_file"), "{e}");
+        let e = CredentialStore::from_yaml_file(&file, &|_| None)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("entry \"a\": give exactly one of password, password_env, password_file"),
+            "{e}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

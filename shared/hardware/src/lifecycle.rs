@@ -79,11 +79,14 @@ impl LifecycleClient {
             })?;
             request = request.basic_auth(&cred.user, Some(cred.password.expose()));
         }
-        let response = request.send().await.map_err(|e| HardwareError::Unreachable {
-            component: target.name.clone(),
-            url: url.to_owned(),
-            detail: e.to_string(),
-        })?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| HardwareError::Unreachable {
+                component: target.name.clone(),
+                url: url.to_owned(),
+                detail: e.to_string(),
+            })?;
         let status = response.status().as_u16();
         let text = response.text().await.unwrap_or_default();
         if !(200..300).contains(&status) {
@@ -113,10 +116,12 @@ impl LifecycleClient {
     }
 
     /// Reads the state.
-    pub async fn status(&self, target: &ComponentTarget) -> Result<DecommissionState, HardwareError> {
+    pub async fn status(
+        &self,
+        target: &ComponentTarget,
+    ) -> Result<DecommissionState, HardwareError> {
         let url = self.url(target, "");
         self.call(target, self.http.get(&url), "decommission status", &url)
             .await
     }
 }
-

@@ -276,8 +276,14 @@ mod tests {
             DecommissionState::parse("Decommissioning/Decommissioned"),
             DecommissionState::Decommissioned
         );
-        assert_eq!(DecommissionState::parse("Decommissioned"), DecommissionState::Decommissioned);
-        assert_eq!(DecommissionState::parse("Lost"), DecommissionState::Other("Lost".into()));
+        assert_eq!(
+            DecommissionState::parse("Decommissioned"),
+            DecommissionState::Decommissioned
+        );
+        assert_eq!(
+            DecommissionState::parse("Lost"),
+            DecommissionState::Other("Lost".into())
+        );
     }
 
     struct Bare(ManagerDescriptor);
@@ -304,9 +310,18 @@ mod tests {
             resource_id: None,
         };
         let e = m.power_status(&target).await.unwrap_err();
-        assert_eq!(e.to_string(), "the none manager for CDU does not support power status");
+        assert_eq!(
+            e.to_string(),
+            "the none manager for CDU does not support power status"
+        );
         assert!(!e.is_transient());
-        let e = m.descriptor().require(Capability::FirmwareControl).unwrap_err();
-        assert_eq!(e.to_string(), "the none manager for CDU does not support firmware control");
+        let e = m
+            .descriptor()
+            .require(Capability::FirmwareControl)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "the none manager for CDU does not support firmware control"
+        );
     }
 }

@@ -26,7 +26,10 @@ impl ManagerRegistry {
     }
 
     /// The manager for a type.
-    pub fn get(&self, component_type: ComponentType) -> Result<&Arc<dyn ComponentManager>, HardwareError> {
+    pub fn get(
+        &self,
+        component_type: ComponentType,
+    ) -> Result<&Arc<dyn ComponentManager>, HardwareError> {
         self.managers
             .get(&component_type)
             .ok_or(HardwareError::NoManager { component_type })

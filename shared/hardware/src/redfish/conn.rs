@@ -136,7 +136,10 @@ impl Session<'_> {
         let response = self
             .http
             .get(url.clone())
-            .basic_auth(&self.credential.user, Some(self.credential.password.expose()))
+            .basic_auth(
+                &self.credential.user,
+                Some(self.credential.password.expose()),
+            )
             .send()
             .await
             .map_err(|e| super::transport_error(self.target, &url, &e))?;

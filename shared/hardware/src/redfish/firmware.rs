@@ -7,7 +7,9 @@ use serde_json::Value;
 
 use super::conn::Session;
 use super::kind::Kind;
-use crate::{FirmwareJob, FirmwareRequest, FirmwareStart, FirmwareState, FirmwareStatus, HardwareError};
+use crate::{
+    FirmwareJob, FirmwareRequest, FirmwareStart, FirmwareState, FirmwareStatus, HardwareError,
+};
 
 const INVENTORY: &str = "/redfish/v1/UpdateService/FirmwareInventory";
 
@@ -84,7 +86,17 @@ pub async fn start(
         })?;
     let uris = targets.iter().map(|t| format!("{INVENTORY}/{t}")).collect();
     let response = service
-        .simple_update(request.image_uri.clone(), None, Some(uris), None, None, None, None, None, None)
+        .simple_update(
+            request.image_uri.clone(),
+            None,
+            Some(uris),
+            None,
+            None,
+            None,
+            None,
+            None,
+            None,
+        )
         .await
         .map_err(|e| super::nv_error(target, "SimpleUpdate", &e))?;
     let task = match response {
@@ -106,7 +118,9 @@ fn task_state(state: &str) -> FirmwareState {
     match state {
         "Completed" => FirmwareState::Completed,
         "Exception" | "Killed" | "Cancelled" => FirmwareState::Failed,
-        "Running" | "Stopping" | "Suspended" | "Interrupted" | "Cancelling" => FirmwareState::Running,
+        "Running" | "Stopping" | "Suspended" | "Interrupted" | "Cancelling" => {
+            FirmwareState::Running
+        }
         _ => FirmwareState::Queued,
     }
 }
@@ -129,7 +143,11 @@ pub async fn status(
         let versions = versions(session).await?;
         let done = job.is_none_or(|j| expected_installed(j, &versions));
         return Ok(FirmwareStatus {
-            state: if done { FirmwareState::Completed } else { FirmwareState::Running },
+            state: if done {
+                FirmwareState::Completed
+            } else {
+                FirmwareState::Running
+            },
             percent: None,
             message: String::new(),
             versions,
@@ -137,7 +155,9 @@ pub async fn status(
     };
     let task = session.get_json(&job.task, "read the update task").await?;
     let mut state = task_state(task["TaskState"].as_str().unwrap_or_default());
-    let percent = task["PercentComplete"].as_u64().and_then(|p| u8::try_from(p.min(100)).ok());
+    let percent = task["PercentComplete"]
+        .as_u64()
+        .and_then(|p| u8::try_from(p.min(100)).ok());
     let mut message = last_message(&task);
     let versions = versions(session).await?;
     if state == FirmwareState::Completed && !expected_installed(job, &versions) {

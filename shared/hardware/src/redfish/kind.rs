@@ -179,7 +179,15 @@ mod tests {
 
     #[test]
     fn tray_mapping_follows_the_reference_table() {
-        let allowed = all(&["On", "ForceOn", "GracefulShutdown", "ForceOff", "GracefulRestart", "ForceRestart", "PowerCycle"]);
+        let allowed = all(&[
+            "On",
+            "ForceOn",
+            "GracefulShutdown",
+            "ForceOff",
+            "GracefulRestart",
+            "ForceRestart",
+            "PowerCycle",
+        ]);
         let cases = [
             (PowerOperation::PowerOn, "On"),
             (PowerOperation::ForcePowerOn, "ForceOn"),
@@ -191,12 +199,20 @@ mod tests {
             (PowerOperation::ColdReset, "PowerCycle"),
         ];
         for (op, reset) in cases {
-            assert_eq!(Kind::ComputeTray.reset_for(op, &allowed).unwrap().as_str(), reset);
-            assert_eq!(Kind::SwitchTray.reset_for(op, &allowed).unwrap().as_str(), reset);
+            assert_eq!(
+                Kind::ComputeTray.reset_for(op, &allowed).unwrap().as_str(),
+                reset
+            );
+            assert_eq!(
+                Kind::SwitchTray.reset_for(op, &allowed).unwrap().as_str(),
+                reset
+            );
         }
         let no_force_on = all(&["On", "ForceOff"]);
         assert_eq!(
-            Kind::ComputeTray.reset_for(PowerOperation::ForcePowerOn, &no_force_on).unwrap(),
+            Kind::ComputeTray
+                .reset_for(PowerOperation::ForcePowerOn, &no_force_on)
+                .unwrap(),
             ResetKind::On
         );
     }
@@ -204,12 +220,26 @@ mod tests {
     #[test]
     fn shelves_only_switch_on_and_off() {
         let allowed = all(&["On", "ForceOff"]);
-        assert_eq!(Kind::PowerShelf.reset_for(PowerOperation::PowerOff, &allowed), Ok(ResetKind::ForceOff));
-        assert_eq!(Kind::PowerShelf.reset_for(PowerOperation::ForcePowerOn, &allowed), Ok(ResetKind::On));
-        for op in [PowerOperation::Restart, PowerOperation::ForceRestart, PowerOperation::WarmReset, PowerOperation::ColdReset] {
+        assert_eq!(
+            Kind::PowerShelf.reset_for(PowerOperation::PowerOff, &allowed),
+            Ok(ResetKind::ForceOff)
+        );
+        assert_eq!(
+            Kind::PowerShelf.reset_for(PowerOperation::ForcePowerOn, &allowed),
+            Ok(ResetKind::On)
+        );
+        for op in [
+            PowerOperation::Restart,
+            PowerOperation::ForceRestart,
+            PowerOperation::WarmReset,
+            PowerOperation::ColdReset,
+        ] {
             assert!(Kind::PowerShelf.reset_for(op, &allowed).is_err(), "{op:?}");
         }
         let cycling = all(&["On", "ForceOff", "PowerCycle"]);
-        assert_eq!(Kind::PowerShelf.reset_for(PowerOperation::ColdReset, &cycling), Ok(ResetKind::PowerCycle));
+        assert_eq!(
+            Kind::PowerShelf.reset_for(PowerOperation::ColdReset, &cycling),
+            Ok(ResetKind::PowerCycle)
+        );
     }
 }

@@ -20,8 +20,8 @@ use serde_json::Value;
 use crate::lifecycle::LifecycleClient;
 use crate::{
     BmcCredential, Capability, ComponentManager, ComponentTarget, CredentialStore,
-    DecommissionState, FirmwareJob, FirmwareRequest, FirmwareStart, FirmwareStatus,
-    HardwareError, ManagerDescriptor, PowerOutcome, PowerStatus,
+    DecommissionState, FirmwareJob, FirmwareRequest, FirmwareStart, FirmwareStatus, HardwareError,
+    ManagerDescriptor, PowerOutcome, PowerStatus,
 };
 use conn::{BmcPool, Session};
 use kind::Kind;
@@ -118,7 +118,10 @@ impl RedfishManager {
             Capability::FirmwareStatus,
         ];
         if lifecycle.is_some() {
-            capabilities.extend([Capability::DecommissionControl, Capability::DecommissionStatus]);
+            capabilities.extend([
+                Capability::DecommissionControl,
+                Capability::DecommissionStatus,
+            ]);
         }
         Ok(RedfishManager {
             descriptor: ManagerDescriptor {
@@ -148,7 +151,9 @@ impl RedfishManager {
     }
 
     fn lifecycle(&self, capability: Capability) -> Result<&LifecycleClient, HardwareError> {
-        self.lifecycle.as_ref().ok_or_else(|| self.unsupported(capability))
+        self.lifecycle
+            .as_ref()
+            .ok_or_else(|| self.unsupported(capability))
     }
 }
 
@@ -272,12 +277,11 @@ fn nv_error(
     use nv_redfish::bmc_http::reqwest::BmcError;
     match e {
         nv_redfish::Error::Bmc(BmcError::ReqwestError(re)) => {
-            let url = re
-                .url()
-                .cloned()
-                .unwrap_or_else(|| url::Url::parse(&target.bmc_url).unwrap_or_else(|_| {
+            let url = re.url().cloned().unwrap_or_else(|| {
+                url::Url::parse(&target.bmc_url).unwrap_or_else(|_| {
                     url::Url::parse("http://invalid").expect("static URL parses")
-                }));
+                })
+            });
             transport_error(target, &url, re)
         }
         nv_redfish::Error::Bmc(BmcError::InvalidResponse { status, text, .. }) => {

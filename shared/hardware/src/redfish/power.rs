@@ -23,7 +23,11 @@ fn view(odata_id: String, json: &Value, resource: PowerResource) -> PowerView {
         state: json["PowerState"].as_str().map(str::to_owned),
         allowed: action["ResetType@Redfish.AllowableValues"]
             .as_array()
-            .map(|a| a.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|v| v.as_str().map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default(),
         has_reset: action.is_object(),
     }
@@ -56,7 +60,11 @@ async fn read(session: &Session<'_>, kind: Kind) -> Result<PowerView, HardwareEr
         .await?;
     let members: Vec<String> = collection["Members"]
         .as_array()
-        .map(|m| m.iter().filter_map(|v| v["@odata.id"].as_str().map(str::to_owned)).collect())
+        .map(|m| {
+            m.iter()
+                .filter_map(|v| v["@odata.id"].as_str().map(str::to_owned))
+                .collect()
+        })
         .unwrap_or_default();
     for id in members {
         let json = session.get_json(&id, "read power state").await?;
@@ -133,7 +141,10 @@ pub async fn control(
         tracing::debug!(state = %state, reset = reset.as_str(), "already in the requested state");
         return Ok(PowerOutcome::AlreadyInState { state });
     }
-    if reset.end_state_on().is_none() && state == "Off" && reset != super::kind::ResetKind::PowerCycle {
+    if reset.end_state_on().is_none()
+        && state == "Off"
+        && reset != super::kind::ResetKind::PowerCycle
+    {
         return Err(HardwareError::InvalidState {
             component: target.name.clone(),
             message: format!(

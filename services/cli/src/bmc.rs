@@ -1,0 +1,219 @@
+//! `flow bmc`: one BMC through the same managers the workers use.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flow_config::Secret;
+use flow_hardware::redfish::{RedfishManager, RedfishSettings};
+use flow_hardware::{
+    ComponentManager, ComponentTarget, CredentialStore, FirmwareRequest, FirmwareStart,
+    FirmwareState, HardwareError,
+};
+use flow_rules::{ComponentType, PowerOperation};
+use serde_json::json;
+
+use crate::Outcome;
+use crate::args::{BmcAction, BmcArgs, BmcKind};
+use crate::remote::Output;
+
+/// The credential reference used for `--user/--password-env`.
+const CLI_REF: &str = "flow-bmc-cli";
+
+fn fail(error: &HardwareError, out: Output) -> Outcome {
+    let class = if error.is_transient() {
+        "transient"
+    } else {
+        "permanent"
+    };
+    if out.json {
+        println!(
+            "{}",
+            json!({"ok": false, "error": error.to_string(), "class": class})
+        );
+    } else {
+        eprintln!("flow: {error} ({class})");
+    }
+    Outcome::Invalid
+}
+
+fn usage(message: String) -> Outcome {
+    eprintln!("flow: {message}");
+    Outcome::Unusable
+}
+
+/// Runs `flow bmc`.
+pub async fn run(args: &BmcArgs, out: Output) -> Outcome {
+    let (store, reference) = match credentials(args) {
+        Ok(v) => v,
+        Err(message) => return usage(message),
+    };
+    let component_type = match args.kind {
+        BmcKind::Compute => ComponentType::Compute,
+        BmcKind::Nvswitch => ComponentType::NVSwitch,
+        BmcKind::Powershelf => ComponentType::PowerShelf,
+    };
+    let settings = RedfishSettings {
+        ca_file: args.ca_file.clone(),
+        insecure: args.insecure,
+        ..RedfishSettings::default()
+    };
+    let manager = match RedfishManager::new(component_type, &settings, Arc::new(store), None) {
+        Ok(m) => m,
+        Err(e) => return usage(e.to_string()),
+    };
+    let target = ComponentTarget {
+        rack: String::new(),
+        name: args.url.clone(),
+        component_type,
+        bmc_url: args.url.clone(),
+        credential_ref: reference,
+        resource_id: None,
+    };
+    match &args.action {
+        BmcAction::PowerStatus => match manager.power_status(&target).await {
+            Ok(s) => {
+                if out.json {
+                    println!("{}", json!({"ok": true, "power": s}));
+                } else {
+                    println!("{s:?}");
+                }
+                Outcome::Valid
+            }
+            Err(e) => fail(&e, out),
+        },
+        BmcAction::Power { operation } => {
+            let op: PowerOperation = match operation.parse() {
+                Ok(op) => op,
+                Err(e) => return usage(e.to_string()),
+            };
+            match manager.power_control(&target, op).await {
+                Ok(outcome) => {
+                    if out.json {
+                        println!("{}", json!({"ok": true, "outcome": outcome}));
+                    } else {
+                        match outcome {
+                            flow_hardware::PowerOutcome::Issued { reset_type } => {
+                                println!("sent ResetType {reset_type}")
+                            }
+                            flow_hardware::PowerOutcome::AlreadyInState { state } => {
+                                println!("already {state}: nothing sent")
+                            }
+                        }
+                    }
+                    Outcome::Valid
+                }
+                Err(e) => fail(&e, out),
+            }
+        }
+        BmcAction::FirmwareStatus => match manager.firmware_status(&target, None).await {
+            Ok(status) => {
+                if out.json {
+                    println!("{}", json!({"ok": true, "versions": status.versions}));
+                } else {
+                    for (member, version) in &status.versions {
+                        println!("{member}\t{version}");
+                    }
+                }
+                Outcome::Valid
+            }
+            Err(e) => fail(&e, out),
+        },
+        BmcAction::FirmwareUpdate {
+            image_uri,
+            version,
+            targets,
+            wait_seconds,
+        } => {
+            let request = FirmwareRequest {
+                image_uri: image_uri.clone(),
+                version: version.clone(),
+                targets: targets.clone(),
+            };
+            let job = match manager.firmware_update(&target, &request).await {
+                Ok(FirmwareStart::AlreadyInstalled { version }) => {
+                    if out.json {
+                        println!("{}", json!({"ok": true, "already_installed": version}));
+                    } else {
+                        println!("version {version} is already installed: nothing started");
+                    }
+                    return Outcome::Valid;
+                }
+                Ok(FirmwareStart::Started(job)) => job,
+                Err(e) => return fail(&e, out),
+            };
+            if !out.json {
+                eprintln!("update started: task {}", job.task);
+            }
+            let deadline = Instant::now() + Duration::from_secs(*wait_seconds);
+            loop {
+                let status = match manager.firmware_status(&target, Some(&job)).await {
+                    Ok(s) => s,
+                    Err(e) if e.is_transient() && Instant::now() < deadline => {
+                        eprintln!("({e}; retrying)");
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                        continue;
+                    }
+                    Err(e) => return fail(&e, out),
+                };
+                match status.state {
+                    FirmwareState::Completed | FirmwareState::Failed => {
+                        let ok = status.state == FirmwareState::Completed;
+                        if out.json {
+                            println!("{}", json!({"ok": ok, "task": job.task, "status": status}));
+                        } else {
+                            println!("{:?}: {}", status.state, status.message);
+                            for (member, version) in &status.versions {
+                                println!("{member}\t{version}");
+                            }
+                        }
+                        return if ok { Outcome::Valid } else { Outcome::Invalid };
+                    }
+                    _ if Instant::now() >= deadline => {
+                        return usage(format!(
+                            "gave up after {wait_seconds} s; task {} still {:?}",
+                            job.task, status.state
+                        ));
+                    }
+                    _ => {
+                        if !out.json {
+                            eprintln!(
+                                "{:?} {}% {}",
+                                status.state,
+                                status.percent.unwrap_or(0),
+                                status.message
+                            );
+                        }
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn credentials(args: &BmcArgs) -> Result<(CredentialStore, String), String> {
+    if let (Some(user), Some(var)) = (&args.user, &args.password_env) {
+        let password = std::env::var(var)
+            .map_err(|_| format!("--password-env {var}: the variable is not set"))?;
+        let mut store = CredentialStore::new();
+        store.insert(CLI_REF, user.clone(), Secret::new(password));
+        return Ok((store, CLI_REF.to_owned()));
+    }
+    let Some(reference) = &args.credential else {
+        return Err(
+            "give --user with --password-env, or --credential with a credentials file".into(),
+        );
+    };
+    let Some(file) = &args.credentials_file else {
+        return Err("--credential needs --credentials-file or FLOW_BMC_CREDENTIALS_FILE".into());
+    };
+    let store = CredentialStore::from_yaml_file(file, &|k| std::env::var(k).ok())
+        .map_err(|e| e.to_string())?;
+    if store.get(reference).is_none() {
+        return Err(format!(
+            "credential {reference:?} is not in {}",
+            file.display()
+        ));
+    }
+    Ok((store, reference.clone()))
+}
