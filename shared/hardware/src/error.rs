@@ -65,6 +65,17 @@ pub enum HardwareError {
         /// What the transport said.
         detail: String,
     },
+    /// TLS failed: the BMC's certificate is not trusted (a retry cannot help;
+    /// add its CA with the CA-file option, or use the insecure switch in a lab).
+    #[error("{component}: TLS with {url} failed: {detail}")]
+    Tls {
+        /// Component name.
+        component: String,
+        /// The URL tried.
+        url: String,
+        /// What TLS said.
+        detail: String,
+    },
     /// The BMC or service answered with an HTTP error.
     #[error("{component}: {action} answered HTTP {status}: {message}")]
     Http {

@@ -160,3 +160,57 @@ impl Session<'_> {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use flow_config::Secret;
+    use flow_rules::ComponentType;
+
+    use super::*;
+
+    fn target(url: &str) -> ComponentTarget {
+        ComponentTarget {
+            rack: "r".into(),
+            name: "c".into(),
+            component_type: ComponentType::Compute,
+            bmc_url: url.into(),
+            credential_ref: "x".into(),
+            resource_id: None,
+        }
+    }
+
+    fn cred() -> BmcCredential {
+        BmcCredential {
+            user: "u".into(),
+            password: Secret::new("p"),
+        }
+    }
+
+    #[tokio::test]
+    async fn at_most_n_sessions_per_bmc_and_bmcs_are_independent() {
+        let pool = BmcPool::new(reqwest::Client::new(), 2);
+        let a = target("http://127.0.0.1:1");
+        let b = target("http://127.0.0.1:2");
+        let s1 = pool.session(&a, cred()).await.unwrap();
+        let _s2 = pool.session(&a, cred()).await.unwrap();
+        // A third session on the same BMC waits…
+        let third = tokio::time::timeout(Duration::from_millis(50), pool.session(&a, cred())).await;
+        assert!(third.is_err(), "a third concurrent session was granted");
+        // …while another BMC is not affected.
+        let _other = pool.session(&b, cred()).await.unwrap();
+        // Releasing one lets the next in.
+        drop(s1);
+        let granted = tokio::time::timeout(Duration::from_secs(5), pool.session(&a, cred())).await;
+        assert!(granted.is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_malformed_bmc_url_is_a_config_error() {
+        let pool = BmcPool::new(reqwest::Client::new(), 1);
+        let bad = target("not a url");
+        let e = pool.session(&bad, cred()).await.err().expect("error");
+        assert!(e.to_string().contains("is not a URL"), "{e}");
+    }
+}

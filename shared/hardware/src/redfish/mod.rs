@@ -249,11 +249,23 @@ fn transport_error(target: &ComponentTarget, url: &url::Url, e: &reqwest::Error)
             status: status.as_u16(),
             message: e.to_string(),
         },
-        None => HardwareError::Unreachable {
-            component: target.name.clone(),
-            url: format!("{}{}", target.bmc_url, url.path()),
-            detail: error_chain(e),
-        },
+        None => {
+            let detail = error_chain(e);
+            let url = format!("{}{}", target.bmc_url, url.path());
+            if detail.contains("certificate") || detail.contains("UnknownIssuer") {
+                HardwareError::Tls {
+                    component: target.name.clone(),
+                    url,
+                    detail,
+                }
+            } else {
+                HardwareError::Unreachable {
+                    component: target.name.clone(),
+                    url,
+                    detail,
+                }
+            }
+        }
     }
 }
 
