@@ -1,1 +1,218 @@
-fn main() {}
+//! `flow-rack-sim`: serves simulated GB200 NVL72 racks over Redfish until
+//! SIGINT/SIGTERM. Rack documents go to stdout (or `--inventory-out`), logs
+//! and the ready line to stderr.
+
+use std::fs;
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use clap::{Parser, ValueEnum};
+use flow_protocol::rack::RackSpec;
+use flow_rack_sim::{FaultSpec, InitialPower, SimConfig, Timings, TlsPem};
+use tracing_subscriber::EnvFilter;
+
+/// Simulated GB200 NVL72 racks: one Redfish BMC per power shelf, NVLink
+/// switch tray and compute tray, plus admin and lifecycle APIs.
+#[derive(Debug, Parser)]
+#[command(name = "flow-rack-sim", version, about)]
+struct Args {
+    /// Address every listener binds.
+    #[arg(long, default_value = "127.0.0.1")]
+    listen: IpAddr,
+    /// Admin and lifecycle port (0: the OS picks).
+    #[arg(long, default_value_t = flow_rack_sim::DEFAULT_ADMIN_PORT)]
+    admin_port: u16,
+    /// First BMC port; 0 gives each BMC an OS-chosen port.
+    #[arg(long, default_value_t = 0)]
+    bmc_base_port: u16,
+    /// Number of racks (rack-01, rack-02, …).
+    #[arg(long, default_value_t = 1)]
+    racks: usize,
+    /// Compute trays per rack.
+    #[arg(long, default_value_t = 18)]
+    compute: usize,
+    /// NVLink switch trays per rack.
+    #[arg(long, default_value_t = 9)]
+    nvswitch: usize,
+    /// Power shelves per rack.
+    #[arg(long, default_value_t = 8)]
+    powershelf: usize,
+    /// Multiplies every simulated duration (0.01: a 10 s transition takes 100 ms).
+    #[arg(long, default_value_t = 1.0)]
+    time_scale: f64,
+    /// Power at start: off (shelves off, tray BMCs down) or on.
+    #[arg(long, value_enum, default_value_t = PowerArg::Off)]
+    initial_power: PowerArg,
+    /// BMC and lifecycle user.
+    #[arg(long, default_value = flow_rack_sim::DEFAULT_USER)]
+    user: String,
+    /// BMC and lifecycle password.
+    #[arg(long, default_value = flow_rack_sim::DEFAULT_PASSWORD)]
+    password: String,
+    /// Certificate chain (PEM): serve HTTPS everywhere.
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// Private key (PEM) for --tls-cert.
+    #[arg(long, requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Write the rack document here (several racks: a directory of <rack>.json).
+    #[arg(long)]
+    inventory_out: Option<PathBuf>,
+    /// JSON array of faults to install at start.
+    #[arg(long)]
+    faults: Option<PathBuf>,
+    /// Override a duration, e.g. --timing bmc_boot=2s (repeatable).
+    #[arg(long = "timing", value_name = "NAME=DURATION")]
+    timings: Vec<String>,
+    /// Log format on stderr.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum PowerArg {
+    On,
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
+
+fn config(args: &Args) -> anyhow::Result<SimConfig> {
+    let mut timings = Timings::default();
+    for assignment in &args.timings {
+        timings.apply(assignment)?;
+    }
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsPem {
+            cert_pem: fs::read_to_string(cert)
+                .with_context(|| format!("cannot read {}", cert.display()))?,
+            key_pem: fs::read_to_string(key)
+                .with_context(|| format!("cannot read {}", key.display()))?,
+        }),
+        _ => None,
+    };
+    let faults: Vec<FaultSpec> = match &args.faults {
+        Some(path) => {
+            let text = fs::read_to_string(path)
+                .with_context(|| format!("cannot read {}", path.display()))?;
+            serde_json::from_str(&text)
+                .with_context(|| format!("{} is not a JSON array of faults", path.display()))?
+        }
+        None => Vec::new(),
+    };
+    Ok(SimConfig {
+        listen: args.listen,
+        admin_port: args.admin_port,
+        bmc_base_port: args.bmc_base_port,
+        racks: args.racks,
+        compute: args.compute,
+        nvswitch: args.nvswitch,
+        powershelf: args.powershelf,
+        time_scale: args.time_scale,
+        initial_power: match args.initial_power {
+            PowerArg::On => InitialPower::On,
+            PowerArg::Off => InitialPower::Off,
+        },
+        user: args.user.clone(),
+        password: args.password.clone(),
+        tls,
+        timings,
+        faults,
+    })
+}
+
+fn write_inventory(racks: &[RackSpec], out: Option<&Path>) -> anyhow::Result<()> {
+    match out {
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            for rack in racks {
+                serde_json::to_writer_pretty(&mut stdout, rack)?;
+                writeln!(stdout)?;
+            }
+            stdout.flush()?;
+        }
+        Some(path) if racks.len() == 1 => {
+            fs::write(path, serde_json::to_vec_pretty(&racks[0])?)
+                .with_context(|| format!("cannot write {}", path.display()))?;
+        }
+        Some(dir) => {
+            if dir.is_file() {
+                bail!(
+                    "--inventory-out {} must be a directory for several racks",
+                    dir.display()
+                );
+            }
+            fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+            for rack in racks {
+                let path = dir.join(format!("{}.json", rack.name));
+                fs::write(&path, serde_json::to_vec_pretty(rack)?)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::warn!(%error, "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    init_logging(args.log_format);
+    let config = config(&args)?;
+    let sim = flow_rack_sim::start(config)
+        .await
+        .context("cannot start the simulator")?;
+    write_inventory(&sim.inventory(), args.inventory_out.as_deref())?;
+    eprintln!(
+        "flow-rack-sim ready: admin {}, {} BMCs",
+        sim.admin_url(),
+        sim.bmc_count()
+    );
+    shutdown_signal().await;
+    tracing::info!("shutting down");
+    sim.shutdown().await;
+    Ok(())
+}

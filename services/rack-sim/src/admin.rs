@@ -1,0 +1,89 @@
+//! The admin API (no auth): state, faults and reset. Also mounts the
+//! lifecycle API.
+//!
+//! | request | reply |
+//! |---|---|
+//! | `GET /admin/v1/state` | `200` [`SimState`](crate::SimState) |
+//! | `GET /admin/v1/faults` | `200` list of [`Fault`] |
+//! | `POST /admin/v1/faults` (one [`FaultSpec`]) | `200` the new list; `400` if invalid |
+//! | `DELETE /admin/v1/faults` | `200` `[]` |
+//! | `DELETE /admin/v1/faults/{id}` | `200` the new list; `404` if absent |
+//! | `POST /admin/v1/reset` | `204`; every component back to its initial state |
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+
+use crate::api_error::ApiError;
+use crate::faults::{Fault, FaultError, FaultId, FaultSpec};
+use crate::world::World;
+use crate::{lifecycle, state};
+
+/// The admin listener's router.
+pub(crate) fn router(world: Arc<World>) -> Router {
+    Router::new()
+        .route("/admin/v1/state", get(show_state))
+        .route(
+            "/admin/v1/faults",
+            get(list_faults).post(add_fault).delete(clear_faults),
+        )
+        .route("/admin/v1/faults/{id}", delete(remove_fault))
+        .route("/admin/v1/reset", post(reset))
+        .merge(lifecycle::router())
+        .fallback(|| async { ApiError::NotFound("no such admin or lifecycle path".to_owned()) })
+        .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
+        .with_state(world)
+}
+
+async fn show_state(State(world): State<Arc<World>>) -> Response {
+    Json(state::snapshot(&world)).into_response()
+}
+
+async fn list_faults(State(world): State<Arc<World>>) -> Json<Vec<Fault>> {
+    Json(world.faults.list())
+}
+
+async fn add_fault(State(world): State<Arc<World>>, body: Bytes) -> Result<Response, ApiError> {
+    let spec: FaultSpec = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid fault: {e}")))?;
+    let fault = world
+        .faults
+        .add(spec)
+        .map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    tracing::info!(id = %fault.id, target = %fault.target, kind = ?fault.kind, "fault installed");
+    world.poke();
+    Ok(Json(world.faults.list()).into_response())
+}
+
+async fn clear_faults(State(world): State<Arc<World>>) -> Json<Vec<Fault>> {
+    world.faults.clear();
+    tracing::info!("all faults removed");
+    world.poke();
+    Json(Vec::new())
+}
+
+async fn remove_fault(
+    State(world): State<Arc<World>>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<Fault>>, ApiError> {
+    let id = id
+        .parse()
+        .map(FaultId)
+        .map_err(|_| ApiError::NotFound(format!("no fault with id {id:?}")))?;
+    world.faults.remove(id).map_err(|e| match e {
+        FaultError::NotFound(_) | FaultError::Invalid(_) => ApiError::NotFound(e.to_string()),
+    })?;
+    tracing::info!(%id, "fault removed");
+    world.poke();
+    Ok(Json(world.faults.list()))
+}
+
+async fn reset(State(world): State<Arc<World>>) -> StatusCode {
+    world.reset();
+    StatusCode::NO_CONTENT
+}

@@ -1,0 +1,118 @@
+//! `Chassis`, a chassis, and a power shelf's reset action, power subsystem
+//! and power supplies.
+
+use serde_json::{Value, json};
+
+use super::View;
+use super::root::{collection, link, status};
+use super::route::ROOT;
+use crate::model::{PowerResource, PowerState, SHELF_POWER_SUPPLIES};
+
+/// Power supply model in a LiteOn PF-1333-7R shelf.
+const PSU_MODEL: &str = "PS-2641-5Q";
+
+fn chassis_uri(view: &View<'_>) -> String {
+    format!("{ROOT}/Chassis/{}", view.component.kind.profile().chassis)
+}
+
+/// Whether a shelf's outputs are up (they stay up while powering off).
+fn output_up(power: PowerState) -> bool {
+    matches!(power, PowerState::On | PowerState::PoweringOff)
+}
+
+/// `GET /redfish/v1/Chassis`.
+pub(crate) fn chassis_collection(view: &View<'_>) -> Value {
+    collection(
+        &format!("{ROOT}/Chassis"),
+        "ChassisCollection",
+        "Chassis Collection",
+        [chassis_uri(view)],
+    )
+}
+
+/// `GET /redfish/v1/Chassis/<id>`.
+pub(crate) fn chassis(view: &View<'_>) -> Value {
+    let c = view.component;
+    let profile = c.kind.profile();
+    let uri = chassis_uri(view);
+    let mut links = json!({ "ManagedBy": [link(format!("{ROOT}/Managers/{}", profile.manager))] });
+    if let (Some(system), Some(fields)) = (profile.system, links.as_object_mut()) {
+        fields.insert(
+            "ComputerSystems".to_owned(),
+            json!([link(format!("{ROOT}/Systems/{system}"))]),
+        );
+    }
+    let mut body = json!({
+        "@odata.id": uri,
+        "@odata.type": "#Chassis.v1_25_0.Chassis",
+        "Id": profile.chassis,
+        "Name": profile.chassis,
+        "ChassisType": profile.chassis_type,
+        "Manufacturer": profile.manufacturer,
+        "Model": profile.model,
+        "PartNumber": profile.model,
+        "SerialNumber": c.serial,
+        "Status": status(true),
+        "Links": links,
+    });
+    if profile.power_resource == PowerResource::Chassis
+        && let Some(fields) = body.as_object_mut()
+    {
+        let allowed: Vec<&str> = profile.resets.iter().map(|r| r.as_str()).collect();
+        fields.insert("PowerState".to_owned(), json!(view.power));
+        fields.insert(
+            "PowerSubsystem".to_owned(),
+            link(format!("{uri}/PowerSubsystem")),
+        );
+        fields.insert(
+            "Actions".to_owned(),
+            json!({
+                "#Chassis.Reset": {
+                    "target": format!("{uri}/Actions/Chassis.Reset"),
+                    "ResetType@Redfish.AllowableValues": allowed,
+                }
+            }),
+        );
+    }
+    body
+}
+
+/// `GET …/PowerSubsystem`.
+pub(crate) fn power_subsystem(view: &View<'_>) -> Value {
+    let uri = format!("{}/PowerSubsystem", chassis_uri(view));
+    json!({
+        "@odata.id": uri,
+        "@odata.type": "#PowerSubsystem.v1_1_3.PowerSubsystem",
+        "Id": "PowerSubsystem",
+        "Name": "Power Subsystem",
+        "Status": status(output_up(view.power)),
+        "PowerSupplies": link(format!("{uri}/PowerSupplies")),
+    })
+}
+
+/// `GET …/PowerSubsystem/PowerSupplies`.
+pub(crate) fn power_supplies(view: &View<'_>) -> Value {
+    let uri = format!("{}/PowerSubsystem/PowerSupplies", chassis_uri(view));
+    collection(
+        &uri,
+        "PowerSupplyCollection",
+        "Power Supply Collection",
+        (0..SHELF_POWER_SUPPLIES).map(|n| format!("{uri}/{n}")),
+    )
+}
+
+/// `GET …/PowerSubsystem/PowerSupplies/<n>`.
+pub(crate) fn power_supply(view: &View<'_>, n: u8) -> Value {
+    let uri = format!("{}/PowerSubsystem/PowerSupplies/{n}", chassis_uri(view));
+    json!({
+        "@odata.id": uri,
+        "@odata.type": "#PowerSupply.v1_5_0.PowerSupply",
+        "Id": n.to_string(),
+        "Name": format!("Power Supply {n}"),
+        "Manufacturer": view.component.kind.profile().manufacturer,
+        "Model": PSU_MODEL,
+        "SerialNumber": format!("{}-PSU{n}", view.component.serial),
+        "PowerSupplyType": "AC",
+        "Status": status(output_up(view.power)),
+    })
+}

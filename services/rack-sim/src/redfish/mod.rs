@@ -1,0 +1,222 @@
+//! The Redfish service of one BMC: faults, then authentication, then the
+//! typed route, then the resource or action.
+//!
+//! Order per request: injected latency is slept and injected failures
+//! answer first (they hit every request, authenticated or not, like a
+//! failing BMC would); then HTTP Basic auth (all but `GET /redfish` and
+//! `GET /redfish/v1`); then 404 for an unknown path and 405 for a wrong
+//! method; then the handler, which sees the rack advanced to "now".
+
+mod auth;
+mod chassis;
+mod error;
+mod manager;
+mod reset;
+mod root;
+mod route;
+mod system;
+mod task;
+mod update;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+pub(crate) use auth::basic_auth_ok;
+pub(crate) use error::{AUTH_CHALLENGE, RedfishError};
+use route::Route;
+
+use crate::model::ResetOutcome;
+pub(crate) use crate::world::ComponentView as View;
+use crate::world::{BmcDown, ComponentRef, World};
+
+/// Largest request body read.
+const MAX_BODY: usize = 64 * 1024;
+
+/// A JSON reply with Redfish headers.
+pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut response = (status, body.to_string()).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    headers.insert("OData-Version", HeaderValue::from_static("4.0"));
+    response
+}
+
+/// One BMC's request context.
+#[derive(Clone)]
+pub(crate) struct Bmc {
+    world: Arc<World>,
+    at: ComponentRef,
+}
+
+/// The router of one BMC: every request goes to [`handle`].
+pub(crate) fn router(world: Arc<World>, at: ComponentRef) -> Router {
+    Router::new().fallback(handle).with_state(Bmc { world, at })
+}
+
+async fn handle(State(bmc): State<Bmc>, request: Request) -> Response {
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    match serve(&bmc, request).await {
+        Ok(response) => {
+            tracing::debug!(rack = %bmc.world.rack_name(bmc.at), component = %bmc.world.component_name(bmc.at), %method, %path, status = response.status().as_u16(), "redfish");
+            response
+        }
+        Err(error) => {
+            tracing::debug!(rack = %bmc.world.rack_name(bmc.at), component = %bmc.world.component_name(bmc.at), %method, %path, %error, "redfish request refused");
+            error.into_response()
+        }
+    }
+}
+
+async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
+    let world = &bmc.world;
+    let (rack, component) = (world.rack_name(bmc.at), world.component_name(bmc.at));
+    let effects = world.faults.on_request(rack, component);
+    if !effects.latency.is_zero() {
+        tokio::time::sleep(effects.latency).await;
+    }
+    if let Some(status) = effects.fail_with {
+        let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        return Err(RedfishError::Injected(status));
+    }
+
+    let raw_path = request.uri().path();
+    let path = if raw_path.len() > 1 {
+        raw_path.trim_end_matches('/')
+    } else {
+        raw_path
+    }
+    .to_owned();
+    let method = request.method().clone();
+    let profile = world.kind(bmc.at).profile();
+    let route = Route::parse(&path, profile);
+    let public = method == Method::GET && route.is_some_and(Route::is_public);
+    let config = world.config();
+    if !public && !basic_auth_ok(request.headers(), &config.user, &config.password) {
+        return Err(RedfishError::Unauthorized { uri: path });
+    }
+    let route = route.ok_or_else(|| RedfishError::NotFound { uri: path.clone() })?;
+    if method != route.method() {
+        return Err(RedfishError::MethodNotAllowed {
+            uri: path,
+            method,
+            allowed: route.method(),
+        });
+    }
+    if route.method() == Method::GET {
+        let body = world.read(bmc.at, |view| get(route, view))??;
+        return Ok(json_response(StatusCode::OK, &body));
+    }
+    let body = axum::body::to_bytes(request.into_body(), MAX_BODY)
+        .await
+        .unwrap_or_default();
+    match route {
+        Route::SystemReset | Route::ChassisReset => reset(bmc, &path, &body),
+        _ => simple_update(bmc, &body),
+    }
+}
+
+/// Builds the body of a GET.
+impl From<BmcDown> for RedfishError {
+    fn from(_: BmcDown) -> Self {
+        RedfishError::Unavailable
+    }
+}
+
+fn get(route: Route, view: &View<'_>) -> Result<Value, RedfishError> {
+    let not_found = || RedfishError::NotFound {
+        uri: String::from("resource"),
+    };
+    Ok(match route {
+        Route::Versions => root::versions(),
+        Route::ServiceRoot => root::service_root(view),
+        Route::Systems => system::systems(view),
+        Route::System => system::system(view).ok_or_else(not_found)?,
+        Route::ChassisCollection => chassis::chassis_collection(view),
+        Route::Chassis => chassis::chassis(view),
+        Route::PowerSubsystem => chassis::power_subsystem(view),
+        Route::PowerSupplies => chassis::power_supplies(view),
+        Route::PowerSupply(n) => chassis::power_supply(view, n),
+        Route::Managers => manager::managers(view),
+        Route::Manager => manager::manager(view),
+        Route::UpdateService => update::update_service(),
+        Route::FirmwareInventory => update::firmware_inventory(view),
+        Route::FirmwareMember(id) => update::firmware_member(view, id).ok_or_else(not_found)?,
+        Route::TaskService => task::task_service(),
+        Route::Tasks => task::tasks(view),
+        Route::Task(id) => task::task(view, id).ok_or_else(|| RedfishError::NotFound {
+            uri: task::task_uri(id),
+        })?,
+        Route::SystemReset | Route::ChassisReset | Route::SimpleUpdate => {
+            return Err(not_found());
+        }
+    })
+}
+
+fn reset(bmc: &Bmc, path: &str, body: &[u8]) -> Result<Response, RedfishError> {
+    let world = &bmc.world;
+    let reset = reset::parse_reset(body, world.kind(bmc.at).profile())?;
+    let outcome = world.change(bmc.at, |rack, i, now, ctx| {
+        rack.reset(i, reset, now, ctx)
+            .map_err(|refused| RedfishError::InUse {
+                uri: path.to_owned(),
+                reason: refused.to_string(),
+            })
+    })??;
+    tracing::info!(
+        rack = %world.rack_name(bmc.at),
+        component = %world.component_name(bmc.at),
+        %reset,
+        stuck = outcome == ResetOutcome::Stuck,
+        "reset accepted"
+    );
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+fn simple_update(bmc: &Bmc, body: &[u8]) -> Result<Response, RedfishError> {
+    let world = &bmc.world;
+    let request = update::parse_request(body, world.kind(bmc.at).profile())?;
+    let (id, task) = world.change(bmc.at, |rack, i, now, ctx| {
+        let id = rack
+            .start_update(
+                i,
+                &request.image_uri,
+                request.version.clone(),
+                request.targets.clone(),
+                now,
+                ctx,
+            )
+            .map_err(|refused| RedfishError::InUse {
+                uri: update::simple_update_target(),
+                reason: refused.to_string(),
+            })?;
+        let view = world.view(bmc.at, &rack.components[i], now);
+        let body = view
+            .component
+            .task(id)
+            .map(|t| task::task_body(&view, t))
+            .unwrap_or_default();
+        Ok::<_, RedfishError>((id, body))
+    })??;
+    tracing::info!(
+        rack = %world.rack_name(bmc.at),
+        component = %world.component_name(bmc.at),
+        task = id,
+        image_uri = %request.image_uri,
+        version = %request.version,
+        "update accepted"
+    );
+    let mut response = json_response(StatusCode::ACCEPTED, &task);
+    if let Ok(location) = HeaderValue::from_str(&task::task_uri(id)) {
+        response.headers_mut().insert(header::LOCATION, location);
+    }
+    Ok(response)
+}

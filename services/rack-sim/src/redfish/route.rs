@@ -1,0 +1,192 @@
+//! The Redfish URL space of one BMC as a typed [`Route`], parsed once per
+//! request against the BMC's kind.
+
+use axum::http::Method;
+
+use crate::model::{PowerResource, Profile, SHELF_POWER_SUPPLIES};
+
+/// Prefix of every Redfish resource.
+pub(crate) const ROOT: &str = "/redfish/v1";
+
+/// A resource or action of one BMC.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Route {
+    /// `/redfish`: the version document.
+    Versions,
+    /// `/redfish/v1`.
+    ServiceRoot,
+    /// `/redfish/v1/Systems`.
+    Systems,
+    /// `/redfish/v1/Systems/<id>`.
+    System,
+    /// `…/Actions/ComputerSystem.Reset`.
+    SystemReset,
+    /// `/redfish/v1/Chassis`.
+    ChassisCollection,
+    /// `/redfish/v1/Chassis/<id>`.
+    Chassis,
+    /// `…/Actions/Chassis.Reset` (shelves).
+    ChassisReset,
+    /// `…/PowerSubsystem` (shelves).
+    PowerSubsystem,
+    /// `…/PowerSubsystem/PowerSupplies` (shelves).
+    PowerSupplies,
+    /// `…/PowerSubsystem/PowerSupplies/<n>` (shelves).
+    PowerSupply(u8),
+    /// `/redfish/v1/Managers`.
+    Managers,
+    /// `/redfish/v1/Managers/<id>`.
+    Manager,
+    /// `/redfish/v1/UpdateService`.
+    UpdateService,
+    /// `…/Actions/UpdateService.SimpleUpdate`.
+    SimpleUpdate,
+    /// `/redfish/v1/UpdateService/FirmwareInventory`.
+    FirmwareInventory,
+    /// `/redfish/v1/UpdateService/FirmwareInventory/<id>`.
+    FirmwareMember(&'static str),
+    /// `/redfish/v1/TaskService`.
+    TaskService,
+    /// `/redfish/v1/TaskService/Tasks`.
+    Tasks,
+    /// `/redfish/v1/TaskService/Tasks/<n>` (may not exist).
+    Task(u32),
+}
+
+impl Route {
+    /// The route of `path` (no query, trailing slash already removed) on a
+    /// BMC of this profile, if it has one.
+    pub(crate) fn parse(path: &str, profile: &Profile) -> Option<Route> {
+        if path == "/redfish" {
+            return Some(Route::Versions);
+        }
+        let rest = path.strip_prefix(ROOT)?;
+        let segments: Vec<&str> = if rest.is_empty() {
+            Vec::new()
+        } else {
+            rest.strip_prefix('/')?.split('/').collect()
+        };
+        let is_system = |id: &str| profile.system == Some(id);
+        let is_chassis = |id: &str| profile.chassis == id;
+        let is_shelf = profile.power_resource == PowerResource::Chassis;
+        Some(match segments.as_slice() {
+            [] => Route::ServiceRoot,
+            ["Systems"] => Route::Systems,
+            ["Systems", id] if is_system(id) => Route::System,
+            ["Systems", id, "Actions", "ComputerSystem.Reset"] if is_system(id) => {
+                Route::SystemReset
+            }
+            ["Chassis"] => Route::ChassisCollection,
+            ["Chassis", id] if is_chassis(id) => Route::Chassis,
+            ["Chassis", id, "Actions", "Chassis.Reset"] if is_chassis(id) && is_shelf => {
+                Route::ChassisReset
+            }
+            ["Chassis", id, "PowerSubsystem"] if is_chassis(id) && is_shelf => {
+                Route::PowerSubsystem
+            }
+            ["Chassis", id, "PowerSubsystem", "PowerSupplies"] if is_chassis(id) && is_shelf => {
+                Route::PowerSupplies
+            }
+            ["Chassis", id, "PowerSubsystem", "PowerSupplies", n] if is_chassis(id) && is_shelf => {
+                let n: u8 = canonical_number(n)?;
+                if n >= SHELF_POWER_SUPPLIES {
+                    return None;
+                }
+                Route::PowerSupply(n)
+            }
+            ["Managers"] => Route::Managers,
+            ["Managers", id] if *id == profile.manager => Route::Manager,
+            ["UpdateService"] => Route::UpdateService,
+            ["UpdateService", "Actions", "UpdateService.SimpleUpdate"] => Route::SimpleUpdate,
+            ["UpdateService", "FirmwareInventory"] => Route::FirmwareInventory,
+            ["UpdateService", "FirmwareInventory", id] => {
+                Route::FirmwareMember(profile.firmware.iter().find(|f| f.id == *id)?.id)
+            }
+            ["TaskService"] => Route::TaskService,
+            ["TaskService", "Tasks"] => Route::Tasks,
+            ["TaskService", "Tasks", n] => Route::Task(canonical_number(n)?),
+            _ => return None,
+        })
+    }
+
+    /// The one method the route takes.
+    pub(crate) fn method(self) -> Method {
+        match self {
+            Route::SystemReset | Route::ChassisReset | Route::SimpleUpdate => Method::POST,
+            _ => Method::GET,
+        }
+    }
+
+    /// Whether it is served without credentials.
+    pub(crate) fn is_public(self) -> bool {
+        matches!(self, Route::Versions | Route::ServiceRoot)
+    }
+}
+
+/// A decimal number without sign or leading zeros (so each number has one URI).
+fn canonical_number<T: std::str::FromStr>(text: &str) -> Option<T> {
+    let canonical = !text.is_empty()
+        && text.bytes().all(|b| b.is_ascii_digit())
+        && (text == "0" || !text.starts_with('0'));
+    if canonical { text.parse().ok() } else { None }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ComponentKind;
+
+    #[test]
+    fn routes_depend_on_the_kind() {
+        let compute = ComponentKind::Compute.profile();
+        let shelf = ComponentKind::PowerShelf.profile();
+        assert_eq!(
+            Route::parse("/redfish/v1", compute),
+            Some(Route::ServiceRoot)
+        );
+        assert_eq!(
+            Route::parse(
+                "/redfish/v1/Systems/System_0/Actions/ComputerSystem.Reset",
+                compute
+            ),
+            Some(Route::SystemReset)
+        );
+        assert_eq!(Route::parse("/redfish/v1/Systems/System_0", shelf), None);
+        assert_eq!(
+            Route::parse(
+                "/redfish/v1/Chassis/powershelf/PowerSubsystem/PowerSupplies/5",
+                shelf
+            ),
+            Some(Route::PowerSupply(5))
+        );
+        assert_eq!(
+            Route::parse(
+                "/redfish/v1/Chassis/powershelf/PowerSubsystem/PowerSupplies/6",
+                shelf
+            ),
+            None
+        );
+        assert_eq!(
+            Route::parse("/redfish/v1/Chassis/BMC_0/PowerSubsystem", compute),
+            None
+        );
+        assert_eq!(
+            Route::parse("/redfish/v1/UpdateService/FirmwareInventory/UEFI", compute),
+            Some(Route::FirmwareMember("UEFI"))
+        );
+        assert_eq!(
+            Route::parse("/redfish/v1/UpdateService/FirmwareInventory/UEFI", shelf),
+            None
+        );
+        assert_eq!(
+            Route::parse("/redfish/v1/TaskService/Tasks/007", compute),
+            None
+        );
+        assert_eq!(
+            Route::parse("/redfish/v1/TaskService/Tasks/7", compute),
+            Some(Route::Task(7))
+        );
+        assert_eq!(Route::parse("/redfish/v1x", compute), None);
+        assert_eq!(Route::parse("/other", compute), None);
+    }
+}

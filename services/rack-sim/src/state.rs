@@ -1,0 +1,119 @@
+//! The admin view of the whole simulator (`GET /admin/v1/state`).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{CommandKind, ComponentKind, PowerState};
+use crate::world::World;
+
+/// Every rack's components as the simulator sees them (the truth, not what
+/// a faulty BMC reports).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimState {
+    /// Racks in order.
+    pub racks: Vec<RackState>,
+}
+
+/// One rack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RackState {
+    /// Rack name.
+    pub name: String,
+    /// Components in inventory order.
+    pub components: Vec<ComponentState>,
+}
+
+/// One component.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentState {
+    /// Component name.
+    pub name: String,
+    /// Its kind (`PowerShelf`, `NVSwitch`, `Compute`).
+    #[serde(rename = "type")]
+    pub kind: ComponentKind,
+    /// Its BMC's base URL.
+    pub bmc_url: String,
+    /// Whether its BMC answers now.
+    pub reachable: bool,
+    /// Host power (trays) or shelf power (shelves); a `stuck_power` fault
+    /// does not show here.
+    pub power_state: PowerState,
+    /// Firmware member id → installed version.
+    pub firmware: BTreeMap<String, String>,
+    /// Lifecycle state, e.g. `Ready` or `Decommissioning/Wiping`.
+    pub lifecycle: String,
+    /// Accepted commands, oldest first.
+    pub commands: Vec<CommandRecord>,
+}
+
+/// One accepted command.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CommandRecord {
+    /// When, RFC 3339.
+    pub at: String,
+    /// `reset`, `update` or `decommission`.
+    pub kind: CommandKind,
+    /// The ResetType, the ImageURI, or `decommission`.
+    pub value: String,
+}
+
+impl SimState {
+    /// One component by rack and component name.
+    pub fn component(&self, rack: &str, component: &str) -> Option<&ComponentState> {
+        self.racks
+            .iter()
+            .find(|r| r.name == rack)?
+            .components
+            .iter()
+            .find(|c| c.name == component)
+    }
+}
+
+impl ComponentState {
+    /// How many accepted commands of `kind` it has logged.
+    pub fn command_count(&self, kind: CommandKind) -> usize {
+        self.commands.iter().filter(|c| c.kind == kind).count()
+    }
+}
+
+/// Takes the snapshot, rack by rack.
+pub(crate) fn snapshot(world: &World) -> SimState {
+    let racks = (0..world.rack_count())
+        .map(|r| {
+            world.with_rack(r, |rack, _, _| RackState {
+                name: rack.name.clone(),
+                components: world
+                    .rack_components(r)
+                    .map(|at| {
+                        let c = &rack.components[at.component];
+                        ComponentState {
+                            name: c.name.clone(),
+                            kind: c.kind,
+                            bmc_url: world.url(at).to_owned(),
+                            reachable: world.reachable_now(at, rack),
+                            power_state: c.power.state(),
+                            firmware: c
+                                .firmware
+                                .members()
+                                .iter()
+                                .map(|m| (m.id.to_owned(), m.version.clone()))
+                                .collect(),
+                            lifecycle: c.lifecycle.state().to_string(),
+                            commands: c
+                                .commands
+                                .iter()
+                                .map(|cmd| CommandRecord {
+                                    at: world.clock.rfc3339(cmd.at),
+                                    kind: cmd.kind,
+                                    value: cmd.value.clone(),
+                                })
+                                .collect(),
+                        }
+                    })
+                    .collect(),
+            })
+        })
+        .collect();
+    SimState { racks }
+}

@@ -1,0 +1,376 @@
+//! The simulator's shared state: every rack behind its own lock, the fault
+//! store, the BMC directory (names, URLs, reachability switches) and the
+//! wake-up signal of the background driver.
+//!
+//! Every access advances the rack to "now" first, so what is read is always
+//! what the timeline says. Lock order: one rack, then the fault store.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use tokio::sync::{Notify, watch};
+use tokio::time::Instant;
+
+use crate::clock::Clock;
+use crate::config::{SimConfig, Timings};
+use crate::faults::Faults;
+use crate::model::{Component, ComponentKind, Ctx, PowerState, Rack};
+use crate::sync::lock;
+
+/// Where a component sits: rack index and component index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct ComponentRef {
+    /// Index of the rack.
+    pub(crate) rack: usize,
+    /// Index of the component in its rack.
+    pub(crate) component: usize,
+}
+
+/// The BMC is down (no shelf power, booting, or an `unreachable` fault);
+/// its listener is about to close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct BmcDown;
+
+/// One component at one instant, as a BMC reports it.
+pub(crate) struct ComponentView<'a> {
+    /// The component.
+    pub(crate) component: &'a Component,
+    /// Its power state as its BMC reports it (a `stuck_power` fault wins).
+    pub(crate) power: PowerState,
+    /// Its BMC's UUID.
+    pub(crate) uuid: &'a str,
+    /// The instant of the request.
+    pub(crate) now: Instant,
+    /// For timestamps.
+    pub(crate) clock: &'a Clock,
+}
+
+/// A BMC's fixed identity and its listener switch.
+#[derive(Debug)]
+pub(crate) struct Endpoint {
+    /// Component name.
+    pub(crate) name: String,
+    /// Component kind.
+    pub(crate) kind: ComponentKind,
+    /// 1-based index within its kind.
+    pub(crate) slot: u32,
+    /// Serial number.
+    pub(crate) serial: String,
+    /// Base URL, e.g. `http://127.0.0.1:40123`.
+    pub(crate) url: String,
+    /// Service root and system UUID.
+    pub(crate) uuid: String,
+    /// Whether its listener should be open.
+    pub(crate) reachable: watch::Sender<bool>,
+}
+
+#[derive(Debug)]
+struct RackEntry {
+    name: String,
+    endpoints: Vec<Endpoint>,
+    by_name: HashMap<String, usize>,
+}
+
+/// Everything the listeners, the driver and the admin API share.
+#[derive(Debug)]
+pub(crate) struct World {
+    config: SimConfig,
+    timings: Timings,
+    /// Simulated time.
+    pub(crate) clock: Clock,
+    racks: Vec<Mutex<Rack>>,
+    directory: Vec<RackEntry>,
+    rack_index: HashMap<String, usize>,
+    /// Installed faults.
+    pub(crate) faults: Faults,
+    wake: Notify,
+}
+
+impl World {
+    /// Builds the world; `urls[r][c]` is the base URL of each BMC, in
+    /// inventory order. Installs the configured faults.
+    pub(crate) fn new(
+        config: SimConfig,
+        clock: Clock,
+        urls: Vec<Vec<String>>,
+    ) -> Result<Self, crate::faults::FaultError> {
+        let now = Instant::now();
+        let timings = clock.scale_timings(&config.timings);
+        let mut racks = Vec::new();
+        let mut directory = Vec::new();
+        let mut serial = 0u64;
+        for (r, rack_urls) in urls.into_iter().enumerate() {
+            let name = format!("rack-{:02}", r + 1);
+            let rack = Rack::new(name.clone(), &config, now);
+            let endpoints: Vec<Endpoint> = rack
+                .components
+                .iter()
+                .zip(rack_urls)
+                .map(|(c, url)| {
+                    serial += 1;
+                    Endpoint {
+                        name: c.name.clone(),
+                        kind: c.kind,
+                        slot: c.slot,
+                        serial: c.serial.clone(),
+                        url,
+                        uuid: format!("f1000000-5140-4000-8000-{serial:012x}"),
+                        reachable: watch::Sender::new(false),
+                    }
+                })
+                .collect();
+            let by_name = endpoints
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e.name.clone(), i))
+                .collect();
+            directory.push(RackEntry {
+                name,
+                endpoints,
+                by_name,
+            });
+            racks.push(Mutex::new(rack));
+        }
+        let rack_index = directory
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (r.name.clone(), i))
+            .collect();
+        let world = World {
+            timings,
+            clock,
+            racks,
+            directory,
+            rack_index,
+            faults: Faults::default(),
+            wake: Notify::new(),
+            config,
+        };
+        for spec in world.config.faults.clone() {
+            world.faults.add(spec)?;
+        }
+        Ok(world)
+    }
+
+    /// The configuration it was started with.
+    pub(crate) fn config(&self) -> &SimConfig {
+        &self.config
+    }
+
+    fn ctx(&self) -> Ctx<'_> {
+        Ctx {
+            timings: &self.timings,
+            faults: &self.faults,
+        }
+    }
+
+    /// The fixed identity of the BMC at `at`.
+    pub(crate) fn endpoint(&self, at: ComponentRef) -> &Endpoint {
+        &self.directory[at.rack].endpoints[at.component]
+    }
+
+    /// Number of racks.
+    pub(crate) fn rack_count(&self) -> usize {
+        self.directory.len()
+    }
+
+    /// Every component, rack by rack, in inventory order.
+    pub(crate) fn all(&self) -> impl Iterator<Item = ComponentRef> + '_ {
+        self.directory.iter().enumerate().flat_map(|(rack, entry)| {
+            (0..entry.endpoints.len()).map(move |component| ComponentRef { rack, component })
+        })
+    }
+
+    /// The components of rack `rack`, in inventory order.
+    pub(crate) fn rack_components(&self, rack: usize) -> impl Iterator<Item = ComponentRef> + '_ {
+        (0..self.directory[rack].endpoints.len())
+            .map(move |component| ComponentRef { rack, component })
+    }
+
+    /// Rack name of a component.
+    pub(crate) fn rack_name(&self, at: ComponentRef) -> &str {
+        &self.directory[at.rack].name
+    }
+
+    /// Name of rack `rack`.
+    pub(crate) fn rack_name_at(&self, rack: usize) -> &str {
+        &self.directory[rack].name
+    }
+
+    /// Component name.
+    pub(crate) fn component_name(&self, at: ComponentRef) -> &str {
+        &self.endpoint(at).name
+    }
+
+    /// Component kind.
+    pub(crate) fn kind(&self, at: ComponentRef) -> ComponentKind {
+        self.endpoint(at).kind
+    }
+
+    /// BMC base URL.
+    pub(crate) fn url(&self, at: ComponentRef) -> &str {
+        &self.endpoint(at).url
+    }
+
+    /// Finds a component by names.
+    pub(crate) fn locate(&self, rack: &str, component: &str) -> Option<ComponentRef> {
+        let r = *self.rack_index.get(rack)?;
+        let c = *self.directory[r].by_name.get(component)?;
+        Some(ComponentRef {
+            rack: r,
+            component: c,
+        })
+    }
+
+    /// A switch telling whether the BMC's listener should be open.
+    pub(crate) fn reachability(&self, at: ComponentRef) -> watch::Receiver<bool> {
+        self.endpoint(at).reachable.subscribe()
+    }
+
+    /// Whether the BMC answers: powered and booted, and no `unreachable`
+    /// fault (call with the rack advanced).
+    fn reachable(&self, at: ComponentRef, component: &Component) -> bool {
+        component.bmc_up() && !self.faults.unreachable(self.rack_name(at), &component.name)
+    }
+
+    /// A view of `component` (which is the one at `at`) at `now`.
+    pub(crate) fn view<'a>(
+        &'a self,
+        at: ComponentRef,
+        component: &'a Component,
+        now: Instant,
+    ) -> ComponentView<'a> {
+        let power = self
+            .faults
+            .stuck_power(self.rack_name(at), &component.name)
+            .unwrap_or_else(|| component.power.state());
+        ComponentView {
+            component,
+            power,
+            uuid: &self.endpoint(at).uuid,
+            now,
+            clock: &self.clock,
+        }
+    }
+
+    /// Reads one component through its BMC.
+    ///
+    /// # Errors
+    ///
+    /// [`BmcDown`] if the BMC is not serving at this instant.
+    pub(crate) fn read<R>(
+        &self,
+        at: ComponentRef,
+        f: impl FnOnce(&ComponentView<'_>) -> R,
+    ) -> Result<R, BmcDown> {
+        let now = Instant::now();
+        let mut rack = lock(&self.racks[at.rack]);
+        rack.advance(now, self.ctx());
+        let component = &rack.components[at.component];
+        if !self.reachable(at, component) {
+            return Err(BmcDown);
+        }
+        Ok(f(&self.view(at, component, now)))
+    }
+
+    /// Changes a rack through one component's BMC; wakes the driver.
+    ///
+    /// # Errors
+    ///
+    /// [`BmcDown`] if the BMC is not serving at this instant.
+    pub(crate) fn change<R>(
+        &self,
+        at: ComponentRef,
+        f: impl FnOnce(&mut Rack, usize, Instant, Ctx<'_>) -> R,
+    ) -> Result<R, BmcDown> {
+        let now = Instant::now();
+        let result = {
+            let mut rack = lock(&self.racks[at.rack]);
+            rack.advance(now, self.ctx());
+            if !self.reachable(at, &rack.components[at.component]) {
+                return Err(BmcDown);
+            }
+            f(&mut rack, at.component, now, self.ctx())
+        };
+        self.wake.notify_one();
+        Ok(result)
+    }
+
+    /// Reads or changes a rack regardless of BMC reachability (lifecycle
+    /// and admin APIs); wakes the driver.
+    pub(crate) fn with_rack<R>(
+        &self,
+        rack: usize,
+        f: impl FnOnce(&mut Rack, Instant, Ctx<'_>) -> R,
+    ) -> R {
+        let now = Instant::now();
+        let result = {
+            let mut guard = lock(&self.racks[rack]);
+            guard.advance(now, self.ctx());
+            f(&mut guard, now, self.ctx())
+        };
+        self.wake.notify_one();
+        result
+    }
+
+    /// Whether the BMC at `at` serves now (admin view).
+    pub(crate) fn reachable_now(&self, at: ComponentRef, rack: &Rack) -> bool {
+        self.reachable(at, &rack.components[at.component])
+    }
+
+    /// The driver's step: advances every rack to now, flips listener
+    /// switches, and returns when the next step is due.
+    pub(crate) fn refresh(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut next: Option<Instant> = None;
+        for (r, cell) in self.racks.iter().enumerate() {
+            let mut rack = lock(cell);
+            rack.advance(now, self.ctx());
+            for (c, component) in rack.components.iter().enumerate() {
+                let at = ComponentRef {
+                    rack: r,
+                    component: c,
+                };
+                let up = self.reachable(at, component);
+                let changed = self.endpoint(at).reachable.send_if_modified(|open| {
+                    let changed = *open != up;
+                    *open = up;
+                    changed
+                });
+                if changed {
+                    tracing::info!(rack = %rack.name, component = %component.name, reachable = up, "BMC reachability changed");
+                }
+            }
+            if let Some(at) = rack.next_event() {
+                next = Some(next.map_or(at, |n| n.min(at)));
+            }
+        }
+        next
+    }
+
+    /// Wakes the driver (after a fault change).
+    pub(crate) fn poke(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Resolves when someone poked or changed a rack.
+    pub(crate) async fn poked(&self) {
+        self.wake.notified().await;
+    }
+
+    /// Restores every rack and the configured faults.
+    pub(crate) fn reset(&self) {
+        let now = Instant::now();
+        self.faults.clear();
+        for spec in self.config.faults.clone() {
+            if let Err(error) = self.faults.add(spec) {
+                tracing::warn!(%error, "configured fault no longer installs");
+            }
+        }
+        for (r, cell) in self.racks.iter().enumerate() {
+            *lock(cell) = Rack::new(self.rack_name_at(r).to_owned(), &self.config, now);
+        }
+        tracing::info!("simulator reset to its initial state");
+        self.poke();
+    }
+}
