@@ -189,10 +189,9 @@ impl UpdateTask {
         if self.duration.is_zero() {
             return 99;
         }
-        let elapsed = now.saturating_duration_since(self.start);
-        let percent = (elapsed.as_secs_f64() / self.duration.as_secs_f64() * 100.0).floor();
-        // Clamped to 0..=99, so the cast cannot truncate.
-        percent.clamp(0.0, 99.0) as u8
+        let elapsed = now.saturating_duration_since(self.start).as_nanos();
+        let percent = (elapsed * 100 / self.duration.as_nanos()).min(99);
+        u8::try_from(percent).unwrap_or(99)
     }
 
     /// Its state at `now`.
