@@ -149,6 +149,7 @@ impl World {
         for spec in world.config.faults.clone() {
             world.faults.add(spec)?;
         }
+        world.sweep(false);
         Ok(world)
     }
 
@@ -321,6 +322,10 @@ impl World {
     /// The driver's step: advances every rack to now, flips listener
     /// switches, and returns when the next step is due.
     pub(crate) fn refresh(&self) -> Option<Instant> {
+        self.sweep(true)
+    }
+
+    fn sweep(&self, log: bool) -> Option<Instant> {
         let now = Instant::now();
         let mut next: Option<Instant> = None;
         for (r, cell) in self.racks.iter().enumerate() {
@@ -337,7 +342,7 @@ impl World {
                     *open = up;
                     changed
                 });
-                if changed {
+                if changed && log {
                     tracing::info!(rack = %rack.name, component = %component.name, reachable = up, "BMC reachability changed");
                 }
             }

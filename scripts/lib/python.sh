@@ -1,0 +1,82 @@
+# shellcheck shell=bash
+# DMTF's Python Redfish library, the independent client that checks the rack
+# simulator (services/rack-sim/tests/independent_client.rs). Source it, then
+# call `ensure_python_redfish`.
+#
+# ensure_python_redfish makes `import redfish` work from one directory and
+# exports its absolute path as FLOW_PY_REDFISH_PATH (the test puts it on
+# PYTHONPATH). Looked for in this order:
+#   1. FLOW_PY_REDFISH_PATH already set (an error if redfish does not import
+#      from it);
+#   2. PyPI's redfish==$FLOW_PY_REDFISH_VERSION (with its dependencies),
+#      installed with `python3 -m pip install --target` under
+#      <repo>/.tools/pip/ (reused on later runs).
+
+# shellcheck source=scripts/lib/common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
+
+FLOW_PY_REDFISH_VERSION="3.4.2"
+
+# Prints the installed redfish version importable from directory $1; fails if none.
+_flow_py_redfish_version() {
+    PYTHONPATH="$1" PYTHONNOUSERSITE=1 python3 - <<'PY' 2>/dev/null
+import importlib.metadata
+import redfish  # noqa: F401  (must import, not only be listed)
+print(importlib.metadata.version("redfish"))
+PY
+}
+
+_flow_py_pip() {
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+        flow_log "python: python3 -m pip missing; installing Debian's python3-pip (apt-get)"
+        flow_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+        flow_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3-pip >&2
+    fi
+    PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore \
+        python3 -m pip "$@"
+}
+
+ensure_python_redfish() {
+    local ver
+
+    if ! command -v python3 >/dev/null 2>&1; then
+        flow_log "python: python3 missing; installing Debian's python3 (apt-get)"
+        flow_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
+        flow_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 >&2
+    fi
+
+    if [[ -n "${FLOW_PY_REDFISH_PATH:-}" ]]; then
+        if ! ver="$(_flow_py_redfish_version "$FLOW_PY_REDFISH_PATH")"; then
+            flow_die "python: FLOW_PY_REDFISH_PATH=$FLOW_PY_REDFISH_PATH does not provide an importable redfish (unset it to let scripts/test install one)"
+            return 1
+        fi
+        flow_log "python: using redfish $ver from FLOW_PY_REDFISH_PATH ($FLOW_PY_REDFISH_PATH)"
+        export FLOW_PY_REDFISH_PATH
+        return 0
+    fi
+
+    local target="$FLOW_REPO_ROOT/.tools/pip/redfish-$FLOW_PY_REDFISH_VERSION"
+    ver="$(_flow_py_redfish_version "$target" || true)"
+    if [[ "$ver" != "$FLOW_PY_REDFISH_VERSION" ]]; then
+        flow_log "python: installing redfish==$FLOW_PY_REDFISH_VERSION from PyPI into ${target#"$FLOW_REPO_ROOT"/}"
+        local staging="$target.partial.$$"
+        rm -rf "$staging"
+        mkdir -p "$(dirname "$target")"
+        if ! _flow_py_pip install --quiet --target "$staging" \
+            "redfish==$FLOW_PY_REDFISH_VERSION" >&2; then
+            rm -rf "$staging"
+            flow_die "python: pip install redfish==$FLOW_PY_REDFISH_VERSION failed"
+            return 1
+        fi
+        # Swap in the finished install only, so an interrupted run leaves nothing half-made.
+        rm -rf "$target"
+        mv "$staging" "$target"
+        if ! ver="$(_flow_py_redfish_version "$target")"; then
+            flow_die "python: redfish does not import from $target after pip install"
+            return 1
+        fi
+    fi
+
+    flow_log "python: using redfish $ver ($target)"
+    export FLOW_PY_REDFISH_PATH="$target"
+}
