@@ -208,7 +208,6 @@ pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
 
     let clock = Clock::new(config.time_scale);
     let world = Arc::new(World::new(config, clock, urls)?);
-    world.refresh();
 
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut tasks = Vec::with_capacity(bmc_listeners.len() + 2);
@@ -252,12 +251,21 @@ pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
 }
 
 /// The background driver: applies due steps on time and opens or closes
-/// BMC listeners. One loop; every arm is cancel-safe (a watch change, a
-/// `Notify` permit, a sleep).
+/// BMC listeners. It sweeps a rack when the rack was changed (a reset, an
+/// update, a lifecycle or fault change) or when its next step is due. One
+/// loop; every arm is cancel-safe (a watch change, a `Notify` permit, a
+/// sleep).
 async fn drive(world: Arc<World>, mut shutdown: watch::Receiver<bool>) {
+    let mut due: Vec<Option<tokio::time::Instant>> = vec![None; world.rack_count()];
     loop {
-        let next = world.refresh();
-        let due = async {
+        let now = tokio::time::Instant::now();
+        for (r, next) in due.iter_mut().enumerate() {
+            if world.take_dirty(r) || next.is_some_and(|at| at <= now) {
+                *next = world.sweep_rack(r, true);
+            }
+        }
+        let next = due.iter().flatten().min().copied();
+        let sleep = async {
             match next {
                 Some(at) => tokio::time::sleep_until(at).await,
                 None => std::future::pending().await,
@@ -267,7 +275,7 @@ async fn drive(world: Arc<World>, mut shutdown: watch::Receiver<bool>) {
             biased;
             _ = shutdown.changed() => return,
             () = world.poked() => {}
-            () = due => {}
+            () = sleep => {}
         }
     }
 }

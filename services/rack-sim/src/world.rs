@@ -1,12 +1,13 @@
 //! The simulator's shared state: every rack behind its own lock, the fault
 //! store, the BMC directory (names, URLs, reachability switches) and the
-//! wake-up signal of the background driver.
+//! wake-up signal of the background driver with a changed-mark per rack.
 //!
 //! Every access advances the rack to "now" first, so what is read is always
 //! what the timeline says. Lock order: one rack, then the fault store.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use tokio::sync::{Notify, watch};
 use tokio::time::Instant;
@@ -79,6 +80,7 @@ pub(crate) struct World {
     /// Simulated time.
     pub(crate) clock: Clock,
     racks: Vec<Mutex<Rack>>,
+    dirty: Vec<AtomicBool>,
     directory: Vec<RackEntry>,
     rack_index: HashMap<String, usize>,
     /// Installed faults.
@@ -139,6 +141,7 @@ impl World {
         let world = World {
             timings,
             clock,
+            dirty: racks.iter().map(|_| AtomicBool::new(true)).collect(),
             racks,
             directory,
             rack_index,
@@ -149,7 +152,9 @@ impl World {
         for spec in world.config.faults.clone() {
             world.faults.add(spec)?;
         }
-        world.sweep(false);
+        for r in 0..world.racks.len() {
+            world.sweep_rack(r, false);
+        }
         Ok(world)
     }
 
@@ -293,7 +298,7 @@ impl World {
             }
             f(&mut rack, at.component, now, self.ctx())
         };
-        self.wake.notify_one();
+        self.mark_dirty(at.rack);
         Ok(result)
     }
 
@@ -310,7 +315,7 @@ impl World {
             guard.advance(now, self.ctx());
             f(&mut guard, now, self.ctx())
         };
-        self.wake.notify_one();
+        self.mark_dirty(rack);
         result
     }
 
@@ -319,42 +324,54 @@ impl World {
         self.reachable(at, &rack.components[at.component])
     }
 
-    /// The driver's step: advances every rack to now, flips listener
-    /// switches, and returns when the next step is due.
-    pub(crate) fn refresh(&self) -> Option<Instant> {
-        self.sweep(true)
+    /// Advances every rack to now and flips listener switches at once
+    /// (after a fault change made through the library).
+    pub(crate) fn refresh(&self) {
+        for r in 0..self.racks.len() {
+            self.sweep_rack(r, true);
+        }
+        self.poke();
     }
 
-    fn sweep(&self, log: bool) -> Option<Instant> {
+    /// Advances rack `r` to now, flips its listener switches, and returns
+    /// when its next step is due.
+    pub(crate) fn sweep_rack(&self, r: usize, log: bool) -> Option<Instant> {
         let now = Instant::now();
-        let mut next: Option<Instant> = None;
-        for (r, cell) in self.racks.iter().enumerate() {
-            let mut rack = lock(cell);
-            rack.advance(now, self.ctx());
-            for (c, component) in rack.components.iter().enumerate() {
-                let at = ComponentRef {
-                    rack: r,
-                    component: c,
-                };
-                let up = self.reachable(at, component);
-                let changed = self.endpoint(at).reachable.send_if_modified(|open| {
-                    let changed = *open != up;
-                    *open = up;
-                    changed
-                });
-                if changed && log {
-                    tracing::info!(rack = %rack.name, component = %component.name, reachable = up, "BMC reachability changed");
-                }
-            }
-            if let Some(at) = rack.next_event() {
-                next = Some(next.map_or(at, |n| n.min(at)));
+        let mut rack = lock(&self.racks[r]);
+        rack.advance(now, self.ctx());
+        for (c, component) in rack.components.iter().enumerate() {
+            let at = ComponentRef {
+                rack: r,
+                component: c,
+            };
+            let up = self.reachable(at, component);
+            let changed = self.endpoint(at).reachable.send_if_modified(|open| {
+                let changed = *open != up;
+                *open = up;
+                changed
+            });
+            if changed && log {
+                tracing::info!(rack = %rack.name, component = %component.name, reachable = up, "BMC reachability changed");
             }
         }
-        next
+        rack.next_event()
     }
 
-    /// Wakes the driver (after a fault change).
+    /// Whether rack `r` changed since the last call (and clears the mark).
+    pub(crate) fn take_dirty(&self, r: usize) -> bool {
+        self.dirty[r].swap(false, Ordering::AcqRel)
+    }
+
+    fn mark_dirty(&self, r: usize) {
+        self.dirty[r].store(true, Ordering::Release);
+        self.wake.notify_one();
+    }
+
+    /// Marks every rack changed and wakes the driver (after a fault change).
     pub(crate) fn poke(&self) {
+        for flag in &self.dirty {
+            flag.store(true, Ordering::Release);
+        }
         self.wake.notify_one();
     }
 

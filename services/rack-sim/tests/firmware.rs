@@ -41,7 +41,10 @@ async fn finished(http: &Client, base: &str, location: &str) -> Value {
 
 #[tokio::test]
 async fn an_update_runs_to_completion_and_changes_the_version() {
-    let sim = start(small(InitialPower::On, 0.01)).await;
+    let mut config = small(InitialPower::On, 0.01);
+    // 100 s × 0.01 = 1 s per update: time to see it running.
+    config.timings.firmware_update = std::time::Duration::from_secs(100);
+    let sim = start(config).await;
     let http = client();
     let base = bmc(&sim, "compute-01");
     let (location, task) = update(
@@ -155,7 +158,9 @@ async fn updates_work_with_the_host_off_and_on_shelves() {
 
 #[tokio::test]
 async fn bad_update_requests_are_400_and_a_busy_member_409() {
-    let sim = start(small(InitialPower::On, 0.01)).await;
+    let mut config = small(InitialPower::On, 0.01);
+    config.timings.firmware_update = std::time::Duration::from_secs(1000);
+    let sim = start(config).await;
     let http = client();
     let base = bmc(&sim, "compute-02");
     let (status, error) = post(

@@ -12,8 +12,8 @@ use serde_json::json;
 #[tokio::test]
 async fn trays_follow_shelf_power() {
     let mut config = small(InitialPower::Off, 0.01);
-    // 30 s × 0.01 = 300 ms of boot, long enough to observe.
-    config.timings.bmc_boot = Duration::from_secs(30);
+    // 100 s × 0.01 = 1 s of boot, long enough to observe.
+    config.timings.bmc_boot = Duration::from_secs(100);
     let sim = start(config).await;
     let http = client();
     let tray = bmc(&sim, "compute-01");

@@ -2,6 +2,8 @@
 
 mod common;
 
+use std::time::Duration;
+
 use common::*;
 use flow_rack_sim::{CommandKind, InitialPower};
 use reqwest::StatusCode;
@@ -9,7 +11,10 @@ use serde_json::json;
 
 #[tokio::test]
 async fn on_goes_through_powering_on() {
-    let sim = start(small(InitialPower::On, 0.02)).await;
+    let mut config = small(InitialPower::On, 0.02);
+    // 50 s × 0.02 = 1 s of PoweringOn: ample time to observe it.
+    config.timings.power_on = Duration::from_secs(50);
+    let sim = start(config).await;
     let http = client();
     let base = bmc(&sim, "compute-01");
     let (status, body) = post(&http, &base, SYSTEM_RESET, json!({"ResetType": "ForceOff"})).await;
@@ -22,7 +27,6 @@ async fn on_goes_through_powering_on() {
 
     let (status, _) = post(&http, &base, SYSTEM_RESET, json!({"ResetType": "On"})).await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    // power_on is 5 s × 0.02 = 100 ms: the first read is still in transition.
     assert_eq!(power_state(&http, &base, SYSTEM).await, "PoweringOn");
     eventually("compute-01 On", || async {
         (power_state(&http, &base, SYSTEM).await == "On").then_some(())
@@ -119,7 +123,10 @@ async fn bad_values_are_400_and_impossible_resets_409() {
 
 #[tokio::test]
 async fn graceful_shutdown_is_slower_than_force_off() {
-    let sim = start(small(InitialPower::On, 0.02)).await;
+    let mut config = small(InitialPower::On, 0.02);
+    // 1 s × 0.02 = 20 ms against 100 s × 0.02 = 2 s.
+    config.timings.graceful_shutdown = Duration::from_secs(100);
+    let sim = start(config).await;
     let http = client();
     let graceful = bmc(&sim, "compute-01");
     let forced = bmc(&sim, "compute-02");
@@ -139,8 +146,7 @@ async fn graceful_shutdown_is_slower_than_force_off() {
     )
     .await;
     assert_eq!(status, StatusCode::NO_CONTENT);
-    // ForceOff (20 ms) reaches Off while GracefulShutdown (200 ms) is still
-    // powering off.
+    // ForceOff reaches Off while GracefulShutdown is still powering off.
     eventually("compute-02 Off", || async {
         (power_state(&http, &forced, SYSTEM).await == "Off").then_some(())
     })
@@ -185,7 +191,9 @@ async fn restart_goes_off_then_on() {
 
 #[tokio::test]
 async fn shelves_take_on_and_force_off_only() {
-    let sim = start(small(InitialPower::Off, 0.02)).await;
+    let mut config = small(InitialPower::Off, 0.02);
+    config.timings.shelf_on = Duration::from_secs(50);
+    let sim = start(config).await;
     let http = client();
     let base = bmc(&sim, "powershelf-01");
     let (status, error) = post(
