@@ -181,7 +181,15 @@ fn run_binary(args: &[&str]) -> (Sim, String) {
 fn the_binary_writes_its_inventory_and_announces_readiness() {
     let dir = TempDir::new("bin");
     let out = dir.0.join("r.json");
+    let faults = dir.0.join("faults.json");
+    std::fs::write(
+        &faults,
+        r#"[{"target": "rack-01/compute-02", "kind": {"unreachable": {}}}]"#,
+    )
+    .expect("faults file");
     let (_sim, admin) = run_binary(&[
+        "--faults",
+        faults.to_str().expect("utf-8 path"),
         "--admin-port",
         "0",
         "--time-scale",
@@ -202,18 +210,20 @@ fn the_binary_writes_its_inventory_and_announces_readiness() {
     let rack: RackSpec = serde_json::from_str(&text).expect("a rack document");
     assert_eq!(rack.validate(), Vec::<String>::new());
     assert_eq!(rack.components.len(), 4);
-    let (status, body) = flow_tests::http_get(
-        admin
-            .rsplit(':')
-            .next()
-            .and_then(|p| p.parse().ok())
-            .expect("port"),
-        "/admin/v1/state",
-    )
-    .expect("GET state");
+    let port: u16 = admin
+        .rsplit(':')
+        .next()
+        .and_then(|p| p.parse().ok())
+        .expect("port");
+    let (status, body) = flow_tests::http_get(port, "/admin/v1/state").expect("GET state");
     assert_eq!(status, 200, "{body}");
     let state: flow_rack_sim::SimState = serde_json::from_str(&body).expect("state");
     assert_eq!(state.racks[0].components.len(), 4);
+    let (status, body) = flow_tests::http_get(port, "/admin/v1/faults").expect("GET faults");
+    assert_eq!(status, 200, "{body}");
+    let faults: Vec<flow_rack_sim::Fault> = serde_json::from_str(&body).expect("faults");
+    assert_eq!(faults.len(), 1);
+    assert_eq!(faults[0].target, "rack-01/compute-02");
 }
 
 #[test]

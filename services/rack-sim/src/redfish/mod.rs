@@ -112,7 +112,7 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
         });
     }
     if route.method() == Method::GET {
-        let body = world.read(bmc.at, |view| get(route, view))??;
+        let body = world.read(bmc.at, |view| get(route, &path, view))??;
         return Ok(json_response(StatusCode::OK, &body));
     }
     let body = axum::body::to_bytes(request.into_body(), MAX_BODY)
@@ -131,9 +131,9 @@ impl From<BmcDown> for RedfishError {
     }
 }
 
-fn get(route: Route, view: &View<'_>) -> Result<Value, RedfishError> {
+fn get(route: Route, path: &str, view: &View<'_>) -> Result<Value, RedfishError> {
     let not_found = || RedfishError::NotFound {
-        uri: String::from("resource"),
+        uri: path.to_owned(),
     };
     Ok(match route {
         Route::Versions => root::versions(),
@@ -152,9 +152,7 @@ fn get(route: Route, view: &View<'_>) -> Result<Value, RedfishError> {
         Route::FirmwareMember(id) => update::firmware_member(view, id).ok_or_else(not_found)?,
         Route::TaskService => task::task_service(),
         Route::Tasks => task::tasks(view),
-        Route::Task(id) => task::task(view, id).ok_or_else(|| RedfishError::NotFound {
-            uri: task::task_uri(id),
-        })?,
+        Route::Task(id) => task::task(view, id).ok_or_else(not_found)?,
         Route::SystemReset | Route::ChassisReset | Route::SimpleUpdate => {
             return Err(not_found());
         }
