@@ -87,7 +87,10 @@ where
 
 #[tokio::main]
 async fn main() {
-    let args: Vec<u64> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let args: Vec<u64> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
     let seconds = args.first().copied().unwrap_or(10);
     let racks = args.get(1).copied().unwrap_or(1) as usize;
     let concurrency = args.get(2).copied().unwrap_or(32) as usize;
@@ -137,8 +140,18 @@ async fn main() {
 
     let credentials = Arc::new(CredentialStore::single("sim-bmc", "root", "0penBmc"));
     let settings = RedfishSettings::default();
-    let compute = Arc::new(RedfishManager::new(ComponentType::Compute, &settings, Arc::clone(&credentials), None).unwrap());
-    let switch = Arc::new(RedfishManager::new(ComponentType::NVSwitch, &settings, credentials, None).unwrap());
+    let compute = Arc::new(
+        RedfishManager::new(
+            ComponentType::Compute,
+            &settings,
+            Arc::clone(&credentials),
+            None,
+        )
+        .unwrap(),
+    );
+    let switch = Arc::new(
+        RedfishManager::new(ComponentType::NVSwitch, &settings, credentials, None).unwrap(),
+    );
     let (lat, err, el) = drive(Arc::clone(&targets), concurrency, seconds, move |t| {
         let manager: Arc<dyn ComponentManager> = if t.component_type == ComponentType::Compute {
             compute.clone()

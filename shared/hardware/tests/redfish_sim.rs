@@ -49,10 +49,19 @@ impl Env {
             "sim-bmc",
         );
         let mut registry = ManagerRegistry::new();
-        for t in [ComponentType::Compute, ComponentType::NVSwitch, ComponentType::PowerShelf] {
+        for t in [
+            ComponentType::Compute,
+            ComponentType::NVSwitch,
+            ComponentType::PowerShelf,
+        ] {
             registry.register(Arc::new(
-                RedfishManager::new(t, &settings, Arc::clone(&credentials), Some(lifecycle.clone()))
-                    .unwrap(),
+                RedfishManager::new(
+                    t,
+                    &settings,
+                    Arc::clone(&credentials),
+                    Some(lifecycle.clone()),
+                )
+                .unwrap(),
             ));
         }
         let rack = sim.inventory().into_iter().next().expect("one rack");
@@ -90,7 +99,9 @@ impl Env {
     }
 
     async fn power(&self, name: &str, op: PowerOperation) -> Result<PowerOutcome, HardwareError> {
-        self.manager(name).power_control(self.target(name), op).await
+        self.manager(name)
+            .power_control(self.target(name), op)
+            .await
     }
 
     async fn status(&self, name: &str) -> Result<PowerStatus, HardwareError> {
@@ -103,7 +114,9 @@ impl Env {
         loop {
             match self.status(name).await {
                 Ok(s) if s == want => return,
-                other if Instant::now() > deadline => panic!("{name}: never {want:?}, last {other:?}"),
+                other if Instant::now() > deadline => {
+                    panic!("{name}: never {want:?}, last {other:?}")
+                }
                 _ => tokio::time::sleep(Duration::from_millis(20)).await,
             }
         }
@@ -117,7 +130,11 @@ impl Env {
             .send()
             .await
             .unwrap();
-        assert!(r.status().is_success(), "fault {fault} refused: {}", r.status());
+        assert!(
+            r.status().is_success(),
+            "fault {fault} refused: {}",
+            r.status()
+        );
     }
 
     async fn clear_faults(&self) {
@@ -162,19 +179,30 @@ async fn every_power_code_on_compute_and_switch_trays() {
         env.wait_for(tray, PowerStatus::On).await;
         // Already on: no command (idempotent redelivery).
         for op in [PowerOperation::PowerOn, PowerOperation::ForcePowerOn] {
-            assert!(matches!(env.power(tray, op).await.unwrap(), PowerOutcome::AlreadyInState { .. }));
+            assert!(matches!(
+                env.power(tray, op).await.unwrap(),
+                PowerOutcome::AlreadyInState { .. }
+            ));
         }
-        assert_eq!(issued(env.power(tray, PowerOperation::PowerOff).await.unwrap()), "GracefulShutdown");
+        assert_eq!(
+            issued(env.power(tray, PowerOperation::PowerOff).await.unwrap()),
+            "GracefulShutdown"
+        );
         env.wait_for(tray, PowerStatus::Off).await;
         assert!(matches!(
-            env.power(tray, PowerOperation::ForcePowerOff).await.unwrap(),
+            env.power(tray, PowerOperation::ForcePowerOff)
+                .await
+                .unwrap(),
             PowerOutcome::AlreadyInState { .. }
         ));
         // A restart of a component that is off is refused, permanently.
         let e = env.power(tray, PowerOperation::Restart).await.unwrap_err();
         assert!(!e.is_transient(), "{e}");
         assert!(e.to_string().contains("is Off"), "{e}");
-        assert_eq!(issued(env.power(tray, PowerOperation::ColdReset).await.unwrap()), "PowerCycle");
+        assert_eq!(
+            issued(env.power(tray, PowerOperation::ColdReset).await.unwrap()),
+            "PowerCycle"
+        );
         env.wait_for(tray, PowerStatus::On).await;
         let restarts = [
             (PowerOperation::Restart, "GracefulRestart"),
@@ -186,15 +214,39 @@ async fn every_power_code_on_compute_and_switch_trays() {
             assert_eq!(issued(env.power(tray, op).await.unwrap()), reset, "{op:?}");
             env.wait_for(tray, PowerStatus::On).await;
         }
-        assert_eq!(issued(env.power(tray, PowerOperation::ForcePowerOff).await.unwrap()), "ForceOff");
+        assert_eq!(
+            issued(
+                env.power(tray, PowerOperation::ForcePowerOff)
+                    .await
+                    .unwrap()
+            ),
+            "ForceOff"
+        );
         env.wait_for(tray, PowerStatus::Off).await;
-        assert_eq!(issued(env.power(tray, PowerOperation::ForcePowerOn).await.unwrap()), "ForceOn");
+        assert_eq!(
+            issued(env.power(tray, PowerOperation::ForcePowerOn).await.unwrap()),
+            "ForceOn"
+        );
         env.wait_for(tray, PowerStatus::On).await;
     }
-    let log: Vec<_> = env.commands("compute-01").await.iter().map(|c| c["value"].clone()).collect();
+    let log: Vec<_> = env
+        .commands("compute-01")
+        .await
+        .iter()
+        .map(|c| c["value"].clone())
+        .collect();
     assert_eq!(
         log,
-        ["GracefulShutdown", "PowerCycle", "GracefulRestart", "ForceRestart", "ForceRestart", "PowerCycle", "ForceOff", "ForceOn"]
+        [
+            "GracefulShutdown",
+            "PowerCycle",
+            "GracefulRestart",
+            "ForceRestart",
+            "ForceRestart",
+            "PowerCycle",
+            "ForceOff",
+            "ForceOn"
+        ]
     );
     env.sim.shutdown().await;
 }
@@ -208,20 +260,45 @@ async fn power_shelves_switch_on_and_off_only_and_feed_the_trays() {
     assert!(e.is_transient(), "{e}");
     assert!(matches!(e, HardwareError::Unreachable { .. }), "{e}");
     for shelf in ["powershelf-01", "powershelf-02"] {
-        assert_eq!(issued(env.power(shelf, PowerOperation::PowerOn).await.unwrap()), "On");
+        assert_eq!(
+            issued(env.power(shelf, PowerOperation::PowerOn).await.unwrap()),
+            "On"
+        );
     }
     for shelf in ["powershelf-01", "powershelf-02"] {
         env.wait_for(shelf, PowerStatus::On).await;
     }
     // The tray BMC boots, its host still off.
     env.wait_for("compute-01", PowerStatus::Off).await;
-    for op in [PowerOperation::Restart, PowerOperation::ForceRestart, PowerOperation::WarmReset, PowerOperation::ColdReset] {
+    for op in [
+        PowerOperation::Restart,
+        PowerOperation::ForceRestart,
+        PowerOperation::WarmReset,
+        PowerOperation::ColdReset,
+    ] {
         let e = env.power("powershelf-01", op).await.unwrap_err();
-        assert!(matches!(e, HardwareError::OperationNotSupported { .. }), "{op:?}: {e}");
+        assert!(
+            matches!(e, HardwareError::OperationNotSupported { .. }),
+            "{op:?}: {e}"
+        );
         assert!(!e.is_transient());
     }
-    assert_eq!(issued(env.power("powershelf-01", PowerOperation::PowerOff).await.unwrap()), "ForceOff");
-    assert_eq!(issued(env.power("powershelf-02", PowerOperation::ForcePowerOff).await.unwrap()), "ForceOff");
+    assert_eq!(
+        issued(
+            env.power("powershelf-01", PowerOperation::PowerOff)
+                .await
+                .unwrap()
+        ),
+        "ForceOff"
+    );
+    assert_eq!(
+        issued(
+            env.power("powershelf-02", PowerOperation::ForcePowerOff)
+                .await
+                .unwrap()
+        ),
+        "ForceOff"
+    );
     env.wait_for("powershelf-02", PowerStatus::Off).await;
     env.sim.shutdown().await;
 }
@@ -241,17 +318,23 @@ async fn firmware_updates_to_a_new_version_and_skips_the_installed_one() {
     };
     assert_eq!(
         manager.firmware_update(target, &same).await.unwrap(),
-        FirmwareStart::AlreadyInstalled { version: current.clone() }
+        FirmwareStart::AlreadyInstalled {
+            version: current.clone()
+        }
     );
     let request = FirmwareRequest {
         image_uri: "http://images.local/bmc.bin?version=26.01-1".into(),
         version: Some("26.01-1".into()),
         targets: vec![],
     };
-    let FirmwareStart::Started(job) = manager.firmware_update(target, &request).await.unwrap() else {
+    let FirmwareStart::Started(job) = manager.firmware_update(target, &request).await.unwrap()
+    else {
         panic!("expected a started update");
     };
-    assert!(job.task.starts_with("/redfish/v1/TaskService/Tasks/"), "{job:?}");
+    assert!(
+        job.task.starts_with("/redfish/v1/TaskService/Tasks/"),
+        "{job:?}"
+    );
     let deadline = Instant::now() + WAIT;
     let done = loop {
         let s = manager.firmware_status(target, Some(&job)).await.unwrap();
@@ -273,7 +356,8 @@ async fn firmware_updates_to_a_new_version_and_skips_the_installed_one() {
         targets: vec!["FW_BMC_0".into()],
     };
     let target1 = env.target("compute-01");
-    let FirmwareStart::Started(job) = manager.firmware_update(target1, &failing).await.unwrap() else {
+    let FirmwareStart::Started(job) = manager.firmware_update(target1, &failing).await.unwrap()
+    else {
         panic!("expected a started update");
     };
     let deadline = Instant::now() + WAIT;
@@ -288,9 +372,16 @@ async fn firmware_updates_to_a_new_version_and_skips_the_installed_one() {
     assert_eq!(done.state, FirmwareState::Failed);
     assert!(done.message.contains("image signature invalid"), "{done:?}");
     // An unknown inventory member is a permanent error naming the members.
-    let bad = FirmwareRequest { targets: vec!["FW_NOPE".into()], ..request.clone() };
+    let bad = FirmwareRequest {
+        targets: vec!["FW_NOPE".into()],
+        ..request.clone()
+    };
     let e = manager.firmware_update(target, &bad).await.unwrap_err();
-    assert!(e.to_string().contains("has no firmware inventory member \"FW_NOPE\""), "{e}");
+    assert!(
+        e.to_string()
+            .contains("has no firmware inventory member \"FW_NOPE\""),
+        "{e}"
+    );
     env.sim.shutdown().await;
 }
 
@@ -300,9 +391,15 @@ async fn decommission_through_the_lifecycle_api() {
     let name = "nvswitch-02";
     let manager = env.manager(name);
     let target = env.target(name);
-    assert_eq!(manager.decommission_status(target).await.unwrap(), DecommissionState::Ready);
+    assert_eq!(
+        manager.decommission_status(target).await.unwrap(),
+        DecommissionState::Ready
+    );
     let state = manager.decommission(target).await.unwrap();
-    assert!(matches!(state, DecommissionState::Decommissioning(_)), "{state:?}");
+    assert!(
+        matches!(state, DecommissionState::Decommissioning(_)),
+        "{state:?}"
+    );
     // Idempotent.
     manager.decommission(target).await.unwrap();
     let deadline = Instant::now() + WAIT;
@@ -325,7 +422,10 @@ async fn decommission_through_the_lifecycle_api() {
     .unwrap();
     assert!(!bare.descriptor().has(Capability::DecommissionControl));
     let e = bare.decommission(target).await.unwrap_err();
-    assert_eq!(e.to_string(), "the redfish manager for NVSwitch does not support decommission control");
+    assert_eq!(
+        e.to_string(),
+        "the redfish manager for NVSwitch does not support decommission control"
+    );
     env.sim.shutdown().await;
 }
 
@@ -335,25 +435,50 @@ async fn injected_faults_map_to_the_right_error_class() {
     let tray = "compute-01";
     env.wait_for(tray, PowerStatus::On).await;
 
-    env.fault(json!({"target": "rack-01/compute-01", "kind": {"fail_next": {"count": 1, "status": 500}}})).await;
+    env.fault(
+        json!({"target": "rack-01/compute-01", "kind": {"fail_next": {"count": 1, "status": 500}}}),
+    )
+    .await;
     let e = env.status(tray).await.unwrap_err();
-    assert!(matches!(e, HardwareError::Http { status: 500, .. }) && e.is_transient(), "{e}");
-    assert_eq!(env.status(tray).await.unwrap(), PowerStatus::On, "fail_next fires once");
+    assert!(
+        matches!(e, HardwareError::Http { status: 500, .. }) && e.is_transient(),
+        "{e}"
+    );
+    assert_eq!(
+        env.status(tray).await.unwrap(),
+        PowerStatus::On,
+        "fail_next fires once"
+    );
 
     env.fault(json!({"target": "rack-01/compute-01", "kind": {"error_rate": {"rate": 1.0, "status": 503}}})).await;
     let e = env.status(tray).await.unwrap_err();
-    assert!(matches!(e, HardwareError::Http { status: 503, .. }) && e.is_transient(), "{e}");
+    assert!(
+        matches!(e, HardwareError::Http { status: 503, .. }) && e.is_transient(),
+        "{e}"
+    );
     env.clear_faults().await;
 
-    env.fault(json!({"target": "rack-01/compute-01", "kind": {"unreachable": {}}})).await;
+    env.fault(json!({"target": "rack-01/compute-01", "kind": {"unreachable": {}}}))
+        .await;
     let e = env.status(tray).await.unwrap_err();
-    assert!(matches!(e, HardwareError::Unreachable { .. }) && e.is_transient(), "{e}");
+    assert!(
+        matches!(e, HardwareError::Unreachable { .. }) && e.is_transient(),
+        "{e}"
+    );
     env.clear_faults().await;
     env.wait_for(tray, PowerStatus::On).await;
 
     // Stuck power: the command is accepted, the state never changes.
-    env.fault(json!({"target": "rack-01/compute-01", "kind": {"stuck_power": {"state": "On"}}})).await;
-    assert_eq!(issued(env.power(tray, PowerOperation::ForcePowerOff).await.unwrap()), "ForceOff");
+    env.fault(json!({"target": "rack-01/compute-01", "kind": {"stuck_power": {"state": "On"}}}))
+        .await;
+    assert_eq!(
+        issued(
+            env.power(tray, PowerOperation::ForcePowerOff)
+                .await
+                .unwrap()
+        ),
+        "ForceOff"
+    );
     for _ in 0..5 {
         assert_eq!(env.status(tray).await.unwrap(), PowerStatus::On);
     }
@@ -368,11 +493,20 @@ async fn injected_faults_map_to_the_right_error_class() {
     )
     .unwrap();
     let e = wrong.power_status(env.target(tray)).await.unwrap_err();
-    assert!(matches!(e, HardwareError::Http { status: 401, .. }) && !e.is_transient(), "{e}");
-    assert!(!e.to_string().contains("wrong"), "the password leaked into {e}");
+    assert!(
+        matches!(e, HardwareError::Http { status: 401, .. }) && !e.is_transient(),
+        "{e}"
+    );
+    assert!(
+        !e.to_string().contains("wrong"),
+        "the password leaked into {e}"
+    );
     let mut unknown = env.target(tray).clone();
     unknown.credential_ref = "nope".into();
     let e = env.manager(tray).power_status(&unknown).await.unwrap_err();
-    assert!(matches!(e, HardwareError::MissingCredential { .. }) && !e.is_transient(), "{e}");
+    assert!(
+        matches!(e, HardwareError::MissingCredential { .. }) && !e.is_transient(),
+        "{e}"
+    );
     env.sim.shutdown().await;
 }

@@ -66,12 +66,12 @@ pub async fn start(
             });
         }
     }
-    if let Some(version) = &request.version {
-        if targets.iter().all(|t| installed.get(t) == Some(version)) {
-            return Ok(FirmwareStart::AlreadyInstalled {
-                version: version.clone(),
-            });
-        }
+    if let Some(version) = &request.version
+        && targets.iter().all(|t| installed.get(t) == Some(version))
+    {
+        return Ok(FirmwareStart::AlreadyInstalled {
+            version: version.clone(),
+        });
     }
     let root = session.root().await?;
     let service = root
