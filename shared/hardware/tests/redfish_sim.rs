@@ -165,6 +165,23 @@ impl Env {
     }
 }
 
+/// Polls an update until it ends (bounded).
+async fn finish(
+    manager: &dyn ComponentManager,
+    target: &ComponentTarget,
+    job: &flow_hardware::FirmwareJob,
+) -> flow_hardware::FirmwareStatus {
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = manager.firmware_status(target, Some(job)).await.unwrap();
+        if matches!(s.state, FirmwareState::Completed | FirmwareState::Failed) {
+            return s;
+        }
+        assert!(Instant::now() < deadline, "update never finished: {s:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn issued(outcome: PowerOutcome) -> String {
     match outcome {
         PowerOutcome::Issued { reset_type } => reset_type,
@@ -335,15 +352,7 @@ async fn firmware_updates_to_a_new_version_and_skips_the_installed_one() {
         job.task.starts_with("/redfish/v1/TaskService/Tasks/"),
         "{job:?}"
     );
-    let deadline = Instant::now() + WAIT;
-    let done = loop {
-        let s = manager.firmware_status(target, Some(&job)).await.unwrap();
-        if matches!(s.state, FirmwareState::Completed | FirmwareState::Failed) {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "update never finished: {s:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let done = finish(manager.as_ref(), target, &job).await;
     assert_eq!(done.state, FirmwareState::Completed, "{done:?}");
     assert_eq!(done.versions["FW_BMC_0"], "26.01-1");
 
@@ -360,15 +369,7 @@ async fn firmware_updates_to_a_new_version_and_skips_the_installed_one() {
     else {
         panic!("expected a started update");
     };
-    let deadline = Instant::now() + WAIT;
-    let done = loop {
-        let s = manager.firmware_status(target1, Some(&job)).await.unwrap();
-        if matches!(s.state, FirmwareState::Completed | FirmwareState::Failed) {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "update never finished: {s:?}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let done = finish(manager.as_ref(), target1, &job).await;
     assert_eq!(done.state, FirmwareState::Failed);
     assert!(done.message.contains("image signature invalid"), "{done:?}");
     // An unknown inventory member is a permanent error naming the members.

@@ -13,11 +13,14 @@ use crate::{
 
 const INVENTORY: &str = "/redfish/v1/UpdateService/FirmwareInventory";
 
-/// Installed versions by inventory member ID, through nv-redfish.
-async fn versions(session: &Session<'_>) -> Result<BTreeMap<String, String>, HardwareError> {
+/// The BMC's UpdateService, through nv-redfish.
+async fn update_service(
+    session: &Session<'_>,
+) -> Result<nv_redfish::update_service::UpdateService<super::conn::Bmc>, HardwareError> {
     let target = session.target;
-    let root = session.root().await?;
-    let service = root
+    session
+        .root()
+        .await?
         .update_service()
         .await
         .map_err(|e| super::nv_error(target, "read the update service", &e))?
@@ -26,7 +29,13 @@ async fn versions(session: &Session<'_>) -> Result<BTreeMap<String, String>, Har
             component_type: target.component_type,
             operation: "firmware".to_owned(),
             reason: "the BMC has no UpdateService".to_owned(),
-        })?;
+        })
+}
+
+/// Installed versions by inventory member ID, through nv-redfish.
+async fn versions(session: &Session<'_>) -> Result<BTreeMap<String, String>, HardwareError> {
+    let target = session.target;
+    let service = update_service(session).await?;
     let items = service
         .firmware_inventories()
         .await
@@ -73,17 +82,7 @@ pub async fn start(
             version: version.clone(),
         });
     }
-    let root = session.root().await?;
-    let service = root
-        .update_service()
-        .await
-        .map_err(|e| super::nv_error(target, "read the update service", &e))?
-        .ok_or_else(|| HardwareError::OperationNotSupported {
-            component: target.name.clone(),
-            component_type: target.component_type,
-            operation: "firmware update".to_owned(),
-            reason: "the BMC has no UpdateService".to_owned(),
-        })?;
+    let service = update_service(session).await?;
     let uris = targets.iter().map(|t| format!("{INVENTORY}/{t}")).collect();
     let response = service
         .simple_update(
