@@ -1,0 +1,90 @@
+//! A step's durable progress. A worker saves it before every wait and after
+//! every action; whichever worker receives the job next resumes from it,
+//! repeating at most the call that was in flight.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use flow_hardware::FirmwareJob;
+use flow_rules::ComponentType;
+use serde::{Deserialize, Serialize};
+
+/// Where one component stands in the current action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ComponentStatus {
+    /// Not started (waiting for a `max_parallel` slot).
+    Pending,
+    /// In progress.
+    Active,
+    /// Finished successfully.
+    Done,
+    /// Failed; the step fails.
+    Failed,
+}
+
+/// One component's progress in the current action.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentState {
+    /// Where it stands.
+    pub status: ComponentStatus,
+    /// Attempts of the current call so far.
+    pub attempts: u32,
+    /// When to act next (epoch ms).
+    pub next_at_ms: u64,
+    /// The last error, for the record.
+    pub last_error: Option<String>,
+    /// A started firmware update.
+    pub firmware_job: Option<FirmwareJob>,
+    /// When the firmware poll gives up (epoch ms).
+    pub poll_deadline_ms: Option<u64>,
+    /// Since when status calls have failed without a break (epoch ms).
+    pub failing_since_ms: Option<u64>,
+}
+
+impl ComponentState {
+    /// A component not yet started.
+    pub fn pending() -> Self {
+        ComponentState {
+            status: ComponentStatus::Pending,
+            attempts: 0,
+            next_at_ms: 0,
+            last_error: None,
+            firmware_job: None,
+            poll_deadline_ms: None,
+            failing_since_ms: None,
+        }
+    }
+}
+
+/// An action that finished, for the task's record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionRecord {
+    /// `pre_operation[0] (Sleep)`-style label.
+    pub label: String,
+    /// Started (epoch ms).
+    pub started_ms: u64,
+    /// Ended (epoch ms).
+    pub ended_ms: u64,
+}
+
+/// A step's progress.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Checkpoint {
+    /// Index of the current action among pre, main and post actions.
+    pub action: usize,
+    /// When the current action started (epoch ms).
+    pub action_started_ms: Option<u64>,
+    /// Per-component progress in the current action, by component name.
+    pub components: BTreeMap<String, ComponentState>,
+    /// When the current `Sleep` ends (epoch ms).
+    pub sleep_until_ms: Option<u64>,
+    /// Types `VerifyReachability` has found reachable.
+    pub reachable: BTreeSet<ComponentType>,
+    /// When `VerifyReachability` probes next (epoch ms).
+    pub next_probe_ms: Option<u64>,
+    /// Last result per component (power status read, version installed, …).
+    pub results: BTreeMap<String, String>,
+    /// Hardware calls made by this step.
+    pub calls: u64,
+    /// Finished actions.
+    pub finished: Vec<ActionRecord>,
+}

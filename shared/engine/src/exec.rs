@@ -1,0 +1,615 @@
+//! The step executor: advances a step job as far as it can without waiting,
+//! and says when to come back. Pure over its inputs: the hardware registry
+//! and the clock are injected; all state is in the [`Checkpoint`].
+
+use std::time::Duration;
+
+use flow_hardware::{
+    ComponentManager, ComponentTarget, DecommissionState, FirmwareRequest, FirmwareStart,
+    FirmwareState, HardwareError, ManagerRegistry, PowerStatus,
+};
+use flow_rules::defaults::{DECOMMISSION_CONTROL_ATTEMPTS, DECOMMISSION_CONTROL_TIMEOUT};
+use flow_rules::{Action, ComponentType, OperationCode, PowerOperation, PowerState, RetryPolicy};
+
+use crate::checkpoint::{ActionRecord, ComponentState, ComponentStatus};
+use crate::clock::after;
+use crate::{Checkpoint, Clock, StepJob};
+
+/// How long status calls of `WaitDecommissioned` may fail in a row before
+/// the action fails (seed: "five minutes of consecutive status-call
+/// failures").
+pub const DECOMMISSION_STATUS_FAILURE_LIMIT: Duration = Duration::from_secs(5 * 60);
+
+/// Where a step stands after [`advance`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Progress {
+    /// Every action is done.
+    Done,
+    /// Nothing to do before this time (epoch ms): checkpoint and come back.
+    WaitUntil(u64),
+    /// The step failed.
+    Failed(StepFailure),
+    /// The step was cancelled at an action boundary.
+    Cancelled,
+}
+
+/// Why a step failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{action}: {message}")]
+pub struct StepFailure {
+    /// The action, e.g. `post_operation[0] (VerifyPowerStatus)`.
+    pub action: String,
+    /// What went wrong.
+    pub message: String,
+    /// Failed components and their last errors.
+    pub components: Vec<(String, String)>,
+}
+
+/// The outcome of one call for one component.
+enum Call {
+    /// The component is done with this action; the text is its result.
+    Done(String),
+    /// Try again at this time (epoch ms).
+    Again(u64),
+    /// The component failed the action.
+    Fail(String),
+}
+
+fn actions(job: &StepJob) -> Vec<(String, &Action)> {
+    let step = &job.step;
+    let mut list = Vec::new();
+    for (i, a) in step.pre_operation.iter().enumerate() {
+        list.push((format!("pre_operation[{i}] ({})", a.name()), a));
+    }
+    list.push((
+        format!("main_operation ({})", step.main_operation.name()),
+        &step.main_operation,
+    ));
+    for (i, a) in step.post_operation.iter().enumerate() {
+        list.push((format!("post_operation[{i}] ({})", a.name()), a));
+    }
+    list
+}
+
+/// Advances the step as far as possible. `cancelled` is checked at every
+/// action boundary. Each call is bounded by its timeout, so one `advance`
+/// returns within the longest call timeout of the current action.
+pub async fn advance(
+    job: &StepJob,
+    cp: &mut Checkpoint,
+    hardware: &ManagerRegistry,
+    clock: &dyn Clock,
+    cancelled: &(dyn Fn() -> bool + Sync),
+) -> Progress {
+    let list = actions(job);
+    while let Some((label, action)) = list.get(cp.action) {
+        if cp.action_started_ms.is_none() {
+            if cancelled() {
+                return Progress::Cancelled;
+            }
+            start_action(job, cp, clock.now_ms());
+        }
+        let outcome = match action {
+            Action::Sleep { duration } => sleep(cp, *duration, clock),
+            Action::VerifyReachability {
+                component_types,
+                require_all,
+                timeout,
+                poll_interval,
+            } => {
+                reachability(
+                    job,
+                    cp,
+                    hardware,
+                    clock,
+                    component_types,
+                    *require_all,
+                    *timeout,
+                    *poll_interval,
+                )
+                .await
+            }
+            _ => per_component(job, cp, hardware, clock, action).await,
+        };
+        match outcome {
+            Ok(None) => {
+                cp.finished.push(ActionRecord {
+                    label: label.clone(),
+                    started_ms: cp.action_started_ms.unwrap_or_default(),
+                    ended_ms: clock.now_ms(),
+                });
+                cp.action += 1;
+                cp.action_started_ms = None;
+            }
+            Ok(Some(at)) => return Progress::WaitUntil(at),
+            Err((message, components)) => {
+                return Progress::Failed(StepFailure {
+                    action: label.clone(),
+                    message,
+                    components,
+                });
+            }
+        }
+    }
+    Progress::Done
+}
+
+fn start_action(job: &StepJob, cp: &mut Checkpoint, now: u64) {
+    cp.action_started_ms = Some(now);
+    cp.sleep_until_ms = None;
+    cp.reachable.clear();
+    cp.next_probe_ms = None;
+    cp.components = job
+        .components
+        .iter()
+        .map(|c| (c.name.clone(), ComponentState::pending()))
+        .collect();
+}
+
+/// `Ok(None)` = action done, `Ok(Some(t))` = come back at t, `Err` = failed.
+type ActionOutcome = Result<Option<u64>, (String, Vec<(String, String)>)>;
+
+fn sleep(cp: &mut Checkpoint, duration: Duration, clock: &dyn Clock) -> ActionOutcome {
+    let until = *cp
+        .sleep_until_ms
+        .get_or_insert_with(|| after(cp.action_started_ms.unwrap_or_default(), duration));
+    if clock.now_ms() >= until {
+        Ok(None)
+    } else {
+        Ok(Some(until))
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn reachability(
+    job: &StepJob,
+    cp: &mut Checkpoint,
+    hardware: &ManagerRegistry,
+    clock: &dyn Clock,
+    types: &[ComponentType],
+    require_all: bool,
+    timeout: Duration,
+    poll_interval: Duration,
+) -> ActionOutcome {
+    let now = clock.now_ms();
+    if let Some(next) = cp.next_probe_ms.filter(|n| *n > now) {
+        return Ok(Some(next));
+    }
+    for t in types {
+        if cp.reachable.contains(t) {
+            continue;
+        }
+        let targets = job.all_components.get(t).cloned().unwrap_or_default();
+        if targets.is_empty() {
+            // A type the task does not have counts as reachable.
+            cp.reachable.insert(*t);
+            continue;
+        }
+        let Ok(manager) = hardware.get(*t) else {
+            return Err((format!("no manager for {t}"), Vec::new()));
+        };
+        let answers =
+            futures::future::join_all(targets.iter().map(|c| manager.power_status(c))).await;
+        cp.calls += answers.len() as u64;
+        let ok = answers.iter().filter(|a| a.is_ok()).count();
+        let reachable = if require_all {
+            ok == targets.len()
+        } else {
+            ok > 0
+        };
+        if reachable {
+            cp.reachable.insert(*t);
+        }
+    }
+    let missing: Vec<&str> = types
+        .iter()
+        .filter(|t| !cp.reachable.contains(t))
+        .map(|t| t.as_str())
+        .collect();
+    if missing.is_empty() {
+        return Ok(None);
+    }
+    let deadline = after(cp.action_started_ms.unwrap_or(now), timeout);
+    let now = clock.now_ms();
+    if now >= deadline {
+        return Err((
+            format!(
+                "{} still unreachable after {}{}",
+                missing.join(", "),
+                flow_rules::duration::format_short(timeout),
+                if require_all {
+                    " (every component must answer)"
+                } else {
+                    ""
+                }
+            ),
+            Vec::new(),
+        ));
+    }
+    let next = after(now, poll_interval).min(deadline);
+    cp.next_probe_ms = Some(next);
+    Ok(Some(next))
+}
+
+async fn per_component(
+    job: &StepJob,
+    cp: &mut Checkpoint,
+    hardware: &ManagerRegistry,
+    clock: &dyn Clock,
+    action: &Action,
+) -> ActionOutcome {
+    let Ok(manager) = hardware.get(job.step.component_type) else {
+        return Err((
+            format!("no manager for {}", job.step.component_type),
+            Vec::new(),
+        ));
+    };
+    let window = match job.step.max_parallel {
+        0 => usize::MAX,
+        n => n as usize,
+    };
+    loop {
+        let now = clock.now_ms();
+        // Fill free max_parallel slots in component order.
+        let active = cp
+            .components
+            .values()
+            .filter(|s| s.status == ComponentStatus::Active)
+            .count();
+        let free = window.saturating_sub(active);
+        promote(job, cp, free, now);
+        let due: Vec<&ComponentTarget> = job
+            .components
+            .iter()
+            .filter(|c| {
+                cp.components
+                    .get(&c.name)
+                    .is_some_and(|s| s.status == ComponentStatus::Active && s.next_at_ms <= now)
+            })
+            .collect();
+        if !due.is_empty() {
+            let started = cp.action_started_ms.unwrap_or(now);
+            let calls = due.iter().map(|c| {
+                let state = cp.components[&c.name].clone();
+                let manager = manager.as_ref();
+                async move {
+                    let mut state = state;
+                    let call = one_call(job, action, manager, c, &mut state, now, started).await;
+                    (c.name.clone(), state, call)
+                }
+            });
+            let results = futures::future::join_all(calls).await;
+            for (name, mut state, call) in results {
+                cp.calls += 1;
+                match call {
+                    Call::Done(result) => {
+                        state.status = ComponentStatus::Done;
+                        cp.results.insert(name.clone(), result);
+                    }
+                    Call::Again(at) => state.next_at_ms = at,
+                    Call::Fail(error) => {
+                        state.status = ComponentStatus::Failed;
+                        state.last_error = Some(error);
+                    }
+                }
+                cp.components.insert(name, state);
+            }
+            let failed: Vec<(String, String)> = cp
+                .components
+                .iter()
+                .filter(|(_, s)| s.status == ComponentStatus::Failed)
+                .map(|(n, s)| (n.clone(), s.last_error.clone().unwrap_or_default()))
+                .collect();
+            if !failed.is_empty() {
+                let message = if failed.len() == 1 {
+                    format!("{} failed: {}", failed[0].0, failed[0].1)
+                } else {
+                    format!(
+                        "{} components failed; first: {}: {}",
+                        failed.len(),
+                        failed[0].0,
+                        failed[0].1
+                    )
+                };
+                return Err((message, failed));
+            }
+            continue;
+        }
+        if cp
+            .components
+            .values()
+            .all(|s| s.status == ComponentStatus::Done)
+        {
+            return Ok(None);
+        }
+        let next = cp
+            .components
+            .values()
+            .filter(|s| s.status == ComponentStatus::Active)
+            .map(|s| s.next_at_ms)
+            .min();
+        match next {
+            Some(t) if t > clock.now_ms() => return Ok(Some(t)),
+            Some(_) => continue,
+            // Nothing active and not all done: slots were just freed.
+            None => continue,
+        }
+    }
+}
+
+/// Moves up to `free` pending components (in order) to active.
+fn promote(job: &StepJob, cp: &mut Checkpoint, free: usize, now: u64) {
+    let mut free = free;
+    for target in &job.components {
+        if free == 0 {
+            return;
+        }
+        if let Some(state) = cp.components.get_mut(&target.name)
+            && state.status == ComponentStatus::Pending
+        {
+            state.status = ComponentStatus::Active;
+            state.next_at_ms = now;
+            free -= 1;
+        }
+    }
+}
+
+/// The per-call time limit: the action's own timeout where it has one for
+/// calls, else the step's activity timeout.
+fn call_timeout(job: &StepJob, action: &Action) -> Duration {
+    match action {
+        Action::PowerControl {
+            timeout: Some(t), ..
+        }
+        | Action::FirmwareControl {
+            timeout: Some(t), ..
+        } => *t,
+        Action::GetPowerStatus { timeout } => *timeout,
+        Action::DecommissionControl => DECOMMISSION_CONTROL_TIMEOUT,
+        _ => job.step.activity_timeout(),
+    }
+}
+
+async fn timed<T>(
+    limit: Duration,
+    call: impl Future<Output = Result<T, HardwareError>>,
+) -> Result<T, String> {
+    match tokio::time::timeout(limit, call).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(if e.is_transient() {
+            format!("transient: {e}")
+        } else {
+            format!("permanent: {e}")
+        }),
+        Err(_) => Err(format!(
+            "transient: no answer within {}",
+            flow_rules::duration::format_short(limit)
+        )),
+    }
+}
+
+fn is_transient(error: &str) -> bool {
+    error.starts_with("transient: ")
+}
+
+/// A failed attempt: retry per the policy, or fail.
+fn retry(state: &mut ComponentState, policy: &RetryPolicy, error: String, now: u64) -> Call {
+    state.attempts += 1;
+    state.last_error = Some(error.clone());
+    if !is_transient(&error) {
+        return Call::Fail(error);
+    }
+    match policy.delay_before(state.attempts + 1) {
+        Some(delay) => Call::Again(after(now, delay)),
+        None => Call::Fail(format!("{error} (after {} attempts)", state.attempts)),
+    }
+}
+
+/// A poll that did not succeed yet: come back after `interval`, unless the
+/// deadline has passed.
+fn poll_again(now: u64, interval: Duration, deadline: u64, why: impl FnOnce() -> String) -> Call {
+    if now >= deadline {
+        Call::Fail(why())
+    } else {
+        Call::Again(after(now, interval).min(deadline))
+    }
+}
+
+fn power_operation(
+    job: &StepJob,
+    explicit: Option<PowerOperation>,
+) -> Result<PowerOperation, String> {
+    match (explicit, job.operation) {
+        (Some(op), _) => Ok(op),
+        (None, OperationCode::Power(op)) => Ok(op),
+        (None, other) => Err(format!(
+            "permanent: PowerControl has no operation parameter and the task's operation {other} is not a power operation"
+        )),
+    }
+}
+
+fn status_text(s: PowerStatus) -> &'static str {
+    match s {
+        PowerStatus::On => "On",
+        PowerStatus::Off => "Off",
+        PowerStatus::Unknown => "Unknown",
+    }
+}
+
+/// One call of `action` for one component.
+#[allow(clippy::too_many_lines)]
+async fn one_call(
+    job: &StepJob,
+    action: &Action,
+    manager: &dyn ComponentManager,
+    target: &ComponentTarget,
+    state: &mut ComponentState,
+    now: u64,
+    started: u64,
+) -> Call {
+    let limit = call_timeout(job, action);
+    let policy = job.step.retry_policy();
+    match action {
+        Action::PowerControl { operation, .. } => {
+            let op = match power_operation(job, *operation) {
+                Ok(op) => op,
+                Err(e) => return Call::Fail(e),
+            };
+            match timed(limit, manager.power_control(target, op)).await {
+                Ok(flow_hardware::PowerOutcome::Issued { reset_type }) => {
+                    Call::Done(format!("sent {reset_type}"))
+                }
+                Ok(flow_hardware::PowerOutcome::AlreadyInState { state }) => {
+                    Call::Done(format!("already {state}"))
+                }
+                Err(e) => retry(state, &policy, e, now),
+            }
+        }
+        Action::GetPowerStatus { .. } => match timed(limit, manager.power_status(target)).await {
+            Ok(s) => Call::Done(status_text(s).to_owned()),
+            Err(e) => retry(state, &policy, e, now),
+        },
+        Action::VerifyPowerStatus {
+            expected,
+            timeout,
+            poll_interval,
+        } => {
+            let deadline = after(started, *timeout);
+            let remaining =
+                Duration::from_millis(deadline.saturating_sub(now)).max(Duration::from_millis(1));
+            let want = match expected {
+                PowerState::On => PowerStatus::On,
+                PowerState::Off => PowerStatus::Off,
+            };
+            match timed(limit.min(remaining), manager.power_status(target)).await {
+                Ok(s) if s == want => Call::Done(status_text(s).to_owned()),
+                Ok(s) => poll_again(now, *poll_interval, deadline, || {
+                    format!(
+                        "still {} after {} waiting for {}",
+                        status_text(s),
+                        flow_rules::duration::format_short(*timeout),
+                        status_text(want)
+                    )
+                }),
+                Err(e) if is_transient(&e) => {
+                    state.last_error = Some(e.clone());
+                    poll_again(now, *poll_interval, deadline, || {
+                        format!(
+                            "no answer for {} waiting for {}: {e}",
+                            flow_rules::duration::format_short(*timeout),
+                            status_text(want)
+                        )
+                    })
+                }
+                Err(e) => Call::Fail(e),
+            }
+        }
+        Action::FirmwareControl {
+            poll_interval,
+            poll_timeout,
+            ..
+        } => {
+            let interval = Action::firmware_poll_interval(*poll_interval);
+            let Some(fw_job) = state.firmware_job.clone() else {
+                let Some(image) = job.firmware.get(&job.step.component_type) else {
+                    return Call::Fail(format!(
+                        "permanent: the task names no firmware image for {}",
+                        job.step.component_type
+                    ));
+                };
+                let request = FirmwareRequest {
+                    image_uri: image.image_uri.clone(),
+                    version: image.version.clone(),
+                    targets: Vec::new(),
+                };
+                return match timed(limit, manager.firmware_update(target, &request)).await {
+                    Ok(FirmwareStart::AlreadyInstalled { version }) => {
+                        Call::Done(format!("already at {version}"))
+                    }
+                    Ok(FirmwareStart::Started(fw)) => {
+                        state.firmware_job = Some(fw);
+                        state.attempts = 0;
+                        state.poll_deadline_ms =
+                            Some(after(now, Action::firmware_poll_timeout(*poll_timeout)));
+                        Call::Again(after(now, interval))
+                    }
+                    Err(e) => retry(state, &policy, e, now),
+                };
+            };
+            let deadline = state.poll_deadline_ms.unwrap_or(now);
+            match timed(limit, manager.firmware_status(target, Some(&fw_job))).await {
+                Ok(s) if s.state == FirmwareState::Completed => {
+                    Call::Done(match &fw_job.expected_version {
+                        Some(v) => format!("installed {v}"),
+                        None => "update completed".to_owned(),
+                    })
+                }
+                Ok(s) if s.state == FirmwareState::Failed => {
+                    Call::Fail(format!("permanent: update failed: {}", s.message))
+                }
+                Ok(s) => poll_again(now, interval, deadline, || {
+                    format!(
+                        "update still {:?} after {} ({}%)",
+                        s.state,
+                        flow_rules::duration::format_short(Action::firmware_poll_timeout(
+                            *poll_timeout
+                        )),
+                        s.percent.unwrap_or(0)
+                    )
+                }),
+                Err(e) if is_transient(&e) => poll_again(now, interval, deadline, || {
+                    format!("update status unreadable: {e}")
+                }),
+                Err(e) => Call::Fail(e),
+            }
+        }
+        Action::DecommissionControl => {
+            // The executor's fixed policy: one attempt, five minutes.
+            debug_assert_eq!(DECOMMISSION_CONTROL_ATTEMPTS, 1);
+            match timed(limit, manager.decommission(target)).await {
+                Ok(s) => Call::Done(format!("{s:?}")),
+                Err(e) => Call::Fail(e),
+            }
+        }
+        Action::WaitDecommissioned {
+            timeout,
+            poll_interval,
+        } => {
+            let deadline = after(started, *timeout);
+            let limit = limit.min(flow_hardware::lifecycle::LIFECYCLE_CALL_TIMEOUT);
+            match timed(limit, manager.decommission_status(target)).await {
+                Ok(DecommissionState::Decommissioned) => Call::Done("Decommissioned".to_owned()),
+                Ok(DecommissionState::Other(s)) => {
+                    Call::Fail(format!("permanent: unexpected decommission state {s:?}"))
+                }
+                Ok(s) => {
+                    state.failing_since_ms = None;
+                    poll_again(now, *poll_interval, deadline, || {
+                        format!(
+                            "still {s:?} after {}",
+                            flow_rules::duration::format_short(*timeout)
+                        )
+                    })
+                }
+                Err(e) => {
+                    let since = *state.failing_since_ms.get_or_insert(now);
+                    state.last_error = Some(e.clone());
+                    if !is_transient(&e)
+                        || now.saturating_sub(since)
+                            >= DECOMMISSION_STATUS_FAILURE_LIMIT.as_millis() as u64
+                    {
+                        Call::Fail(format!(
+                            "decommission status failing since {}s: {e}",
+                            (now - since) / 1000
+                        ))
+                    } else {
+                        poll_again(now, *poll_interval, deadline, || {
+                            format!("decommission status unreadable: {e}")
+                        })
+                    }
+                }
+            }
+        }
+        Action::Sleep { .. } | Action::VerifyReachability { .. } => Call::Done(String::new()),
+    }
+}
