@@ -42,24 +42,7 @@ impl ManagerDescriptor {
     }
 }
 
-/// The component a call acts on, as the rack inventory describes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ComponentTarget {
-    /// Its rack's name.
-    pub rack: String,
-    /// Its name, unique in the rack.
-    pub name: String,
-    /// Its type.
-    pub component_type: ComponentType,
-    /// BMC base URL, `https://host[:port]`.
-    pub bmc_url: String,
-    /// Credential reference, resolved by the worker.
-    pub credential_ref: String,
-    /// Redfish resource IDs when known (`System_0`, `powershelf`); discovered
-    /// when absent.
-    #[serde(default)]
-    pub resource_id: Option<String>,
-}
+pub use flow_protocol::jobs::ComponentTarget;
 
 /// Power state as Flow sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

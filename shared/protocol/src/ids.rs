@@ -60,6 +60,10 @@ typed_id!(
     /// Identifies a component of a rack.
     ComponentId
 );
+typed_id!(
+    /// Identifies a task (one rack, one operation).
+    TaskId
+);
 
 /// A rack named by ID or by its unique name, as operators type it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

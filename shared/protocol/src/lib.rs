@@ -4,7 +4,8 @@
 
 pub mod api;
 pub mod ids;
+pub mod jobs;
 pub mod rack;
 pub mod subjects;
 
-pub use ids::{ComponentId, RackId, RuleId};
+pub use ids::{ComponentId, RackId, RuleId, TaskId};
