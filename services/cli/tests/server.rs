@@ -3,13 +3,13 @@
 
 use std::process::Output;
 
-use flow_scheduler::api::ApiService;
+use flow_scheduler::Scheduler;
 use flow_store::Store;
 use flow_tests::{NatsServer, TestDb};
 use serde_json::Value;
 
 struct Env {
-    service: Option<ApiService>,
+    service: Option<Scheduler>,
     _db: TestDb,
     nats: NatsServer,
 }
@@ -21,7 +21,7 @@ impl Env {
         let store = Store::connect(db.url(), 5).await.expect("store");
         store.migrate().await.expect("migrate");
         let client = async_nats::connect(nats.url()).await.expect("nats");
-        let service = ApiService::start(client, store).await.expect("api");
+        let service = Scheduler::start(client, store).await.expect("api");
         Env {
             service: Some(service),
             _db: db,

@@ -9,13 +9,15 @@ use async_nats::service::{Service, ServiceExt};
 use bytes::Bytes;
 use flow_protocol::api::{
     ApiError, ErrorCode, RackByRef, RackCreate, RackList, RuleAssociate, RuleBatchCreate, RuleById,
-    RuleCreate, RuleDelete, RuleDisassociate, RuleList, RuleResolve, RuleUpdate, decode_request,
-    encode_reply, endpoint,
+    RuleCreate, RuleDelete, RuleDisassociate, RuleList, RuleResolve, RuleUpdate, TaskById,
+    TaskCancelReply, TaskList, TaskSubmit, decode_request, encode_reply, endpoint,
 };
 use flow_protocol::subjects::{API_PREFIX, SERVICE_NAME, SERVICE_VERSION};
 use flow_rules::RuleBatch;
 use flow_store::{Store, StoreError};
 use futures::StreamExt;
+
+use crate::exec::Executor;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -32,10 +34,12 @@ pub struct ApiService {
 }
 
 impl ApiService {
-    /// Starts the service on `client`, answering from `store`.
+    /// Starts the service on `client`, answering from `store`; task
+    /// endpoints go to `executor`.
     pub async fn start(
         client: async_nats::Client,
         store: Store,
+        executor: Executor,
     ) -> Result<ApiService, async_nats::Error> {
         let service = client
             .service_builder()
@@ -53,12 +57,14 @@ impl ApiService {
             endpoints.push(ep.map(move |req| (name, req)).boxed());
         }
         let store = Arc::new(store);
+        let executor = Arc::new(executor);
         let task = tokio::spawn(async move {
             futures::stream::select_all(endpoints)
                 .for_each_concurrent(MAX_CONCURRENT_REQUESTS, |(name, request)| {
                     let store = Arc::clone(&store);
+                    let executor = Arc::clone(&executor);
                     async move {
-                        let reply = handle(&store, name, &request.message.payload).await;
+                        let reply = handle(&store, &executor, name, &request.message.payload).await;
                         if let Err(error) = request.respond(Ok(Bytes::from(reply))).await {
                             tracing::warn!(endpoint = name, %error, "reply not sent");
                         }
@@ -133,7 +139,7 @@ where
 
 /// Answers one request.
 #[tracing::instrument(skip_all, fields(endpoint = name))]
-pub async fn handle(store: &Store, name: &str, body: &[u8]) -> Vec<u8> {
+pub async fn handle(store: &Store, executor: &Executor, name: &str, body: &[u8]) -> Vec<u8> {
     match name {
         endpoint::RULE_CREATE => {
             run(body, |r: RuleCreate| async move {
@@ -255,6 +261,51 @@ pub async fn handle(store: &Store, name: &str, body: &[u8]) -> Vec<u8> {
         endpoint::RACK_DELETE => {
             run(body, |r: RackByRef| async move {
                 store.delete_rack(&r.rack).await.map_err(store_error)
+            })
+            .await
+        }
+        endpoint::TASK_SUBMIT => {
+            run(body, |r: TaskSubmit| async move {
+                if r.racks.is_empty() {
+                    return Err(ApiError::new(
+                        ErrorCode::BadRequest,
+                        "racks: name at least one rack",
+                    ));
+                }
+                if r.request_id.trim().is_empty() {
+                    return Err(ApiError::new(
+                        ErrorCode::BadRequest,
+                        "request_id: must not be empty",
+                    ));
+                }
+                Ok(executor.submit(&r).await)
+            })
+            .await
+        }
+        endpoint::TASK_GET => {
+            run(body, |r: TaskById| async move {
+                store.task_json(r.id).await.map_err(store_error)
+            })
+            .await
+        }
+        endpoint::TASK_LIST => {
+            run(body, |r: TaskList| async move {
+                store
+                    .list_tasks(i64::from(r.limit.unwrap_or(50).min(1000)))
+                    .await
+                    .map_err(store_error)
+            })
+            .await
+        }
+        endpoint::TASK_CANCEL => {
+            run(body, |r: TaskById| async move {
+                let cancelling = store.cancel_task(r.id).await.map_err(store_error)?;
+                if cancelling {
+                    executor.mark_cancelled(r.id).await.map_err(|e| {
+                        ApiError::new(ErrorCode::Unavailable, format!("cancel mark not set: {e}"))
+                    })?;
+                }
+                Ok(TaskCancelReply { cancelling })
             })
             .await
         }

@@ -1,7 +1,63 @@
-//! `flow-scheduler`: owns tasks and serves the `flow.api` request/reply
-//! service (a NATS micro service named `flow`). This build serves the rule
-//! and rack endpoints; task execution arrives with the execution issue. All
-//! state is in Postgres, so any number of schedulers can serve at once.
+//! `flow-scheduler`: owns tasks. It serves the `flow.api` request/reply
+//! service (a NATS micro service named `flow`), creates tasks, publishes
+//! their step jobs through an outbox, applies step results and enforces step
+//! deadlines. All state is in Postgres, so any number of schedulers can run
+//! at once.
 
 pub mod api;
+pub mod exec;
 pub mod telemetry;
+
+use std::sync::Arc;
+
+use flow_store::Store;
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+
+/// A running scheduler: the API service and the execution loops.
+pub struct Scheduler {
+    api: api::ApiService,
+    stop: Arc<Notify>,
+    loops: Vec<JoinHandle<()>>,
+}
+
+impl Scheduler {
+    /// Creates the JetStream streams, consumers and bucket, then starts the
+    /// outbox publisher, the deadline sweeper, the result consumer and the
+    /// API.
+    pub async fn start(
+        client: async_nats::Client,
+        store: Store,
+    ) -> Result<Scheduler, async_nats::Error> {
+        let js = async_nats::jetstream::new(client.clone());
+        exec::ensure_jetstream(&js).await?;
+        let executor = exec::Executor::new(store.clone(), js);
+        let stop = Arc::new(Notify::new());
+        let sweeps = tokio::spawn(executor.clone().run_sweeps(Arc::clone(&stop)));
+        let results = {
+            let (executor, stop) = (executor.clone(), Arc::clone(&stop));
+            tokio::spawn(async move {
+                if let Err(error) = executor.run_results(stop).await {
+                    tracing::error!(error = %error, "result consumer stopped");
+                }
+            })
+        };
+        let api = api::ApiService::start(client, store, executor).await?;
+        Ok(Scheduler {
+            api,
+            stop,
+            loops: vec![sweeps, results],
+        })
+    }
+
+    /// Stops the API and the loops.
+    pub async fn stop(self) -> Result<(), async_nats::Error> {
+        self.api.stop().await?;
+        self.stop.notify_waiters();
+        for l in self.loops {
+            l.abort();
+            let _ = l.await;
+        }
+        Ok(())
+    }
+}

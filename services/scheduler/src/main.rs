@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use flow_config::{InitialConnect, Secret, Settings, connect_nats};
-use flow_scheduler::{api::ApiService, telemetry};
+use flow_scheduler::{Scheduler, telemetry};
 use flow_store::Store;
 
 /// Flow scheduler: owns tasks and serves the flow.api service.
@@ -49,15 +49,15 @@ async fn main() -> anyhow::Result<()> {
     let client = connect_nats(&settings.nats, "flow-scheduler", InitialConnect::Retry)
         .await
         .context("cannot connect to NATS (FLOW_NATS_URL)")?;
-    let api = ApiService::start(client.clone(), store)
+    let scheduler = Scheduler::start(client.clone(), store)
         .await
         .map_err(|e| anyhow::anyhow!(e))
-        .context("cannot start the flow.api service")?;
+        .context("cannot start the scheduler (JetStream set-up or flow.api)")?;
     tracing::info!(nats = %settings.nats.url, "serving flow.api");
 
     shutdown_signal().await;
     tracing::info!("shutting down");
-    api.stop().await.map_err(|e| anyhow::anyhow!(e))?;
+    scheduler.stop().await.map_err(|e| anyhow::anyhow!(e))?;
     client.drain().await?;
     Ok(())
 }

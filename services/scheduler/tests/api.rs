@@ -6,14 +6,14 @@ use std::time::Duration;
 
 use flow_protocol::api::{ApiError, ErrorCode, decode_reply};
 use flow_protocol::subjects::api_subject;
-use flow_scheduler::api::ApiService;
+use flow_scheduler::Scheduler;
 use flow_store::Store;
 use flow_tests::{NatsServer, TestDb};
 use serde_json::{Value, json};
 
 struct Env {
     // Field order = drop order: the service stops before the server.
-    service: Option<ApiService>,
+    service: Option<Scheduler>,
     client: async_nats::Client,
     store: Store,
     _db: TestDb,
@@ -27,7 +27,7 @@ impl Env {
         let store = Store::connect(db.url(), 5).await.expect("connect store");
         store.migrate().await.expect("migrate");
         let client = async_nats::connect(nats.url()).await.expect("connect nats");
-        let service = ApiService::start(client.clone(), store.clone())
+        let service = Scheduler::start(client.clone(), store.clone())
             .await
             .expect("start api");
         Env {
@@ -40,9 +40,9 @@ impl Env {
     }
 
     /// A second scheduler's API on its own connection, same database.
-    async fn second_scheduler(&self) -> (ApiService, async_nats::Client) {
+    async fn second_scheduler(&self) -> (Scheduler, async_nats::Client) {
         let client = async_nats::connect(self.nats.url()).await.expect("connect");
-        let service = ApiService::start(client.clone(), self.store.clone())
+        let service = Scheduler::start(client.clone(), self.store.clone())
             .await
             .expect("start second api");
         (service, client)

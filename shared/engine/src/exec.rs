@@ -121,6 +121,8 @@ pub async fn advance(
                 cp.action += 1;
                 cp.action_started_ms = None;
             }
+            // A wait is a safe point too: nothing is in flight.
+            Ok(Some(_)) if cancelled() => return Progress::Cancelled,
             Ok(Some(at)) => return Progress::WaitUntil(at),
             Err((message, components)) => {
                 return Progress::Failed(StepFailure {

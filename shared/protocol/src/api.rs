@@ -196,9 +196,17 @@ pub mod endpoint {
     pub const RACK_LIST: &str = "rack.list";
     /// Delete a rack.
     pub const RACK_DELETE: &str = "rack.delete";
+    /// Submit an operation on racks (one task per rack).
+    pub const TASK_SUBMIT: &str = "task.submit";
+    /// Get a task with its steps.
+    pub const TASK_GET: &str = "task.get";
+    /// List recent tasks.
+    pub const TASK_LIST: &str = "task.list";
+    /// Cancel a task at its next action boundary.
+    pub const TASK_CANCEL: &str = "task.cancel";
 
     /// All of them.
-    pub const ALL: [&str; 15] = [
+    pub const ALL: [&str; 19] = [
         RULE_CREATE,
         RULE_BATCH_CREATE,
         RULE_GET,
@@ -214,6 +222,10 @@ pub mod endpoint {
         RACK_GET,
         RACK_LIST,
         RACK_DELETE,
+        TASK_SUBMIT,
+        TASK_GET,
+        TASK_LIST,
+        TASK_CANCEL,
     ];
 }
 
@@ -362,6 +374,74 @@ pub struct RackByRef {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RackList {}
+
+/// `task.submit` (also the body of a message on `flow.tasks.submit`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskSubmit {
+    /// Idempotency key: a repeated request returns the tasks it created.
+    pub request_id: String,
+    /// The racks, by ID or name (one task each).
+    pub racks: Vec<RackRef>,
+    /// Only these component types (empty: all).
+    #[serde(default)]
+    pub component_types: Vec<ComponentType>,
+    /// The operation.
+    pub operation: OperationCode,
+    /// An explicit rule (no fallback when missing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<RuleId>,
+    /// Firmware images by component type (firmware operations).
+    #[serde(default)]
+    pub firmware: std::collections::BTreeMap<ComponentType, crate::jobs::FirmwareImage>,
+}
+
+/// `task.get`, `task.cancel`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskById {
+    /// The task.
+    pub id: crate::ids::TaskId,
+}
+
+/// `task.list`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskList {
+    /// At most this many (default 50).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+/// One rack's outcome of a submission.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RackOutcome {
+    /// The rack as named in the request.
+    pub rack: String,
+    /// Its task, when one was created (or already existed for this request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_id: Option<crate::ids::TaskId>,
+    /// True when the request ID had already created this task.
+    #[serde(default)]
+    pub duplicate: bool,
+    /// Why no task was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<ApiError>,
+}
+
+/// `task.submit` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskSubmitReply {
+    /// One entry per requested rack, in order.
+    pub results: Vec<RackOutcome>,
+}
+
+/// `task.cancel` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TaskCancelReply {
+    /// False when the task had already finished.
+    pub cancelling: bool,
+}
 
 // ---- replies ------------------------------------------------------------------
 

@@ -91,6 +91,32 @@ impl RedfishSettings {
     }
 }
 
+/// What a Redfish manager declares: power and firmware, plus decommission
+/// when a lifecycle API is configured. The scheduler checks rules against
+/// this before a task starts.
+pub fn capabilities(with_lifecycle: bool) -> Vec<Capability> {
+    let mut list = vec![
+        Capability::PowerControl,
+        Capability::PowerStatus,
+        Capability::FirmwareControl,
+        Capability::FirmwareStatus,
+    ];
+    if with_lifecycle {
+        list.extend([
+            Capability::DecommissionControl,
+            Capability::DecommissionStatus,
+        ]);
+    }
+    list
+}
+
+/// The component types the Redfish managers serve.
+pub const TYPES: [ComponentType; 3] = [
+    ComponentType::Compute,
+    ComponentType::NVSwitch,
+    ComponentType::PowerShelf,
+];
+
 /// The Redfish manager of one component type.
 pub struct RedfishManager {
     descriptor: ManagerDescriptor,
@@ -111,18 +137,7 @@ impl RedfishManager {
         lifecycle: Option<LifecycleClient>,
     ) -> Result<Self, HardwareError> {
         let kind = Kind::of(component_type).ok_or(HardwareError::NoManager { component_type })?;
-        let mut capabilities = vec![
-            Capability::PowerControl,
-            Capability::PowerStatus,
-            Capability::FirmwareControl,
-            Capability::FirmwareStatus,
-        ];
-        if lifecycle.is_some() {
-            capabilities.extend([
-                Capability::DecommissionControl,
-                Capability::DecommissionStatus,
-            ]);
-        }
+        let capabilities = capabilities(lifecycle.is_some());
         Ok(RedfishManager {
             descriptor: ManagerDescriptor {
                 component_type,

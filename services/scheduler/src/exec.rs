@@ -1,0 +1,387 @@
+//! Task execution on the scheduler side: JetStream set-up, submissions,
+//! the outbox publisher, result application and the deadline sweeper. All
+//! state is in Postgres; every loop is safe to run in several schedulers.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer, stream};
+use flow_engine::plan;
+use flow_hardware::required_capabilities;
+use flow_protocol::api::{ApiError, ErrorCode, RackOutcome, TaskSubmit, TaskSubmitReply};
+use flow_protocol::ids::RackRef;
+use flow_protocol::jobs::{
+    BUCKET_JOB_STATE, CONSUMER_SCHEDULER, ComponentTarget, ResultMessage, STREAM_EVENTS,
+    STREAM_JOBS, STREAM_RESULTS, STREAM_TASKS, SUBJECT_SUBMIT, cancel_key,
+};
+use flow_rules::{ComponentType, RuleDefinition};
+use flow_store::tasks::{Applied, NewStep, NewTask, Submitted};
+use flow_store::{Store, StoreError};
+use futures::StreamExt;
+use tokio::sync::Notify;
+
+/// How often the outbox and the deadlines are swept even when nothing pokes
+/// them (covers a scheduler that died between commit and publish).
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// How long a worker may hold a job without a progress ack before
+/// JetStream redelivers it (workers send progress while working).
+pub const JOB_ACK_WAIT: Duration = Duration::from_secs(30);
+
+/// Creates the streams, consumers and bucket (idempotent).
+pub async fn ensure_jetstream(js: &jetstream::Context) -> Result<(), async_nats::Error> {
+    let work_queue = |name: &str, subjects: Vec<String>| stream::Config {
+        name: name.to_owned(),
+        subjects,
+        retention: stream::RetentionPolicy::WorkQueue,
+        storage: stream::StorageType::File,
+        duplicate_window: Duration::from_secs(120),
+        ..Default::default()
+    };
+    js.get_or_create_stream(work_queue(STREAM_TASKS, vec![SUBJECT_SUBMIT.to_owned()]))
+        .await?;
+    let jobs = js
+        .get_or_create_stream(work_queue(STREAM_JOBS, vec!["flow.jobs.>".to_owned()]))
+        .await?;
+    let results = js
+        .get_or_create_stream(work_queue(
+            STREAM_RESULTS,
+            vec!["flow.results.>".to_owned()],
+        ))
+        .await?;
+    js.get_or_create_stream(stream::Config {
+        name: STREAM_EVENTS.to_owned(),
+        subjects: vec!["flow.events.>".to_owned()],
+        max_age: Duration::from_secs(7 * 24 * 3600),
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await?;
+    jobs.get_or_create_consumer(
+        flow_protocol::jobs::CONSUMER_WORKERS,
+        consumer::pull::Config {
+            durable_name: Some(flow_protocol::jobs::CONSUMER_WORKERS.to_owned()),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: JOB_ACK_WAIT,
+            // Naks with a delay count as deliveries: never give up on a job
+            // (the scheduler's deadline ends it).
+            max_deliver: -1,
+            max_ack_pending: 1024,
+            ..Default::default()
+        },
+    )
+    .await?;
+    results
+        .get_or_create_consumer(
+            CONSUMER_SCHEDULER,
+            consumer::pull::Config {
+                durable_name: Some(CONSUMER_SCHEDULER.to_owned()),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ack_wait: Duration::from_secs(30),
+                max_deliver: -1,
+                ..Default::default()
+            },
+        )
+        .await?;
+    js.create_key_value(jetstream::kv::Config {
+        bucket: BUCKET_JOB_STATE.to_owned(),
+        history: 1,
+        max_age: Duration::from_secs(7 * 24 * 3600),
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await?;
+    Ok(())
+}
+
+/// The scheduler's execution side.
+#[derive(Clone)]
+pub struct Executor {
+    store: Store,
+    js: jetstream::Context,
+    poke: Arc<Notify>,
+}
+
+fn store_api_error(e: StoreError) -> ApiError {
+    match e {
+        StoreError::NotFound(m) => ApiError::new(ErrorCode::NotFound, m),
+        StoreError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
+        StoreError::Invalid { message, details } => ApiError::invalid(message, details),
+        other => ApiError::new(ErrorCode::Unavailable, other.to_string()),
+    }
+}
+
+impl Executor {
+    /// An executor over `store` and `js`.
+    pub fn new(store: Store, js: jetstream::Context) -> Self {
+        Executor {
+            store,
+            js,
+            poke: Arc::new(Notify::new()),
+        }
+    }
+
+    /// Submits an operation: one task per rack, each refused or created on
+    /// its own, with the reason.
+    pub async fn submit(&self, request: &TaskSubmit) -> TaskSubmitReply {
+        let mut results = Vec::new();
+        for rack in &request.racks {
+            let outcome = match self.submit_rack(request, rack).await {
+                Ok(Submitted::Created(id)) => RackOutcome {
+                    rack: rack.0.clone(),
+                    task_id: Some(id),
+                    duplicate: false,
+                    error: None,
+                },
+                Ok(Submitted::Duplicate(id)) => RackOutcome {
+                    rack: rack.0.clone(),
+                    task_id: Some(id),
+                    duplicate: true,
+                    error: None,
+                },
+                Err(error) => RackOutcome {
+                    rack: rack.0.clone(),
+                    task_id: None,
+                    duplicate: false,
+                    error: Some(error),
+                },
+            };
+            if let Some(id) = outcome.task_id {
+                tracing::info!(task_id = %id, rack = %rack, operation = %request.operation, duplicate = outcome.duplicate, "task submitted");
+            }
+            results.push(outcome);
+        }
+        self.poke.notify_one();
+        TaskSubmitReply { results }
+    }
+
+    async fn submit_rack(
+        &self,
+        request: &TaskSubmit,
+        rack: &RackRef,
+    ) -> Result<Submitted, ApiError> {
+        let record = self.store.get_rack(rack).await.map_err(store_api_error)?;
+        let components: Vec<ComponentTarget> = record
+            .components
+            .iter()
+            .filter(|c| {
+                request.component_types.is_empty()
+                    || request.component_types.contains(&c.component_type)
+            })
+            .map(|c| ComponentTarget {
+                rack: record.name.clone(),
+                name: c.name.clone(),
+                component_type: c.component_type,
+                bmc_url: c.bmc_url.clone(),
+                credential_ref: c.credential_ref.clone(),
+                resource_id: None,
+            })
+            .collect();
+        if components.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::Invalid,
+                format!(
+                    "rack {} has no components of the requested types",
+                    record.name
+                ),
+            ));
+        }
+        let resolution = self
+            .store
+            .resolve(rack, request.operation, request.rule_id)
+            .await
+            .map_err(store_api_error)?;
+        let plan = plan(&resolution.definition, &components).map_err(|e| {
+            ApiError::new(
+                ErrorCode::Invalid,
+                format!("rule {:?}: {e}", resolution.reply.name),
+            )
+        })?;
+        check_capabilities(&resolution.definition, &components)?;
+        let steps = plan
+            .stages
+            .iter()
+            .flat_map(|stage| {
+                stage.steps.iter().map(move |s| NewStep {
+                    step_index: u32::try_from(s.step_index).unwrap_or(u32::MAX),
+                    stage: stage.stage.get(),
+                    component_type: s.component_type,
+                    components: u32::try_from(s.components.len()).unwrap_or(u32::MAX),
+                    budget_ms: u64::try_from(s.budget.as_millis()).unwrap_or(u64::MAX),
+                })
+            })
+            .collect();
+        let task = NewTask {
+            request_id: request.request_id.clone(),
+            rack_id: record.id,
+            rack_name: record.name.clone(),
+            operation: request.operation,
+            rule: resolution.reply,
+            components,
+            firmware: request.firmware.clone(),
+            steps,
+        };
+        self.store.create_task(&task).await.map_err(store_api_error)
+    }
+
+    /// Sets the cancel mark of a task (workers stop its steps at the next
+    /// action boundary).
+    pub async fn mark_cancelled(
+        &self,
+        task: flow_protocol::TaskId,
+    ) -> Result<(), async_nats::Error> {
+        let kv = self.js.get_key_value(BUCKET_JOB_STATE).await?;
+        kv.put(cancel_key(task), "cancelled".into()).await?;
+        Ok(())
+    }
+
+    /// Publishes the outbox: every message committed with the state that
+    /// justifies it, with a `Nats-Msg-Id` so a repeat is dropped.
+    async fn publish_outbox(&self) -> Result<usize, async_nats::Error> {
+        let mut total = 0;
+        loop {
+            let batch = self.store.outbox_pending(100).await?;
+            if batch.is_empty() {
+                return Ok(total);
+            }
+            let mut done = Vec::new();
+            for (id, subject, msg_id, payload) in batch {
+                let body = serde_json::to_vec(&payload)?;
+                let ack = self
+                    .js
+                    .send_publish(
+                        subject,
+                        jetstream::message::PublishMessage::build()
+                            .payload(body.into())
+                            .message_id(msg_id),
+                    )
+                    .await?;
+                ack.await?;
+                done.push(id);
+            }
+            total += done.len();
+            self.store.outbox_published(&done).await?;
+        }
+    }
+
+    /// Runs the outbox publisher and the deadline sweeper until `stop`.
+    pub async fn run_sweeps(self, stop: Arc<Notify>) {
+        loop {
+            tokio::select! {
+                // Cancel-safe: both only wait.
+                _ = stop.notified() => return,
+                _ = self.poke.notified() => {}
+                _ = tokio::time::sleep(SWEEP_INTERVAL) => {}
+            }
+            if let Err(error) = self.publish_outbox().await {
+                tracing::warn!(error = %error, "outbox publish failed; will retry");
+            }
+            match self.store.fail_overdue_steps().await {
+                Ok(failed) => {
+                    for task in failed {
+                        tracing::warn!(task_id = %task, "step past its deadline: task failed");
+                        if let Err(error) = self.mark_cancelled(task).await {
+                            tracing::warn!(task_id = %task, error = %error, "cancel mark not set");
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!(error = %error, "deadline sweep failed"),
+            }
+        }
+    }
+
+    /// Consumes step results until `stop`: each is applied in one
+    /// transaction, then acknowledged.
+    pub async fn run_results(self, stop: Arc<Notify>) -> Result<(), async_nats::Error> {
+        let stream = self.js.get_stream(STREAM_RESULTS).await?;
+        let consumer: consumer::PullConsumer = stream.get_consumer(CONSUMER_SCHEDULER).await?;
+        let mut messages = consumer.messages().await?;
+        loop {
+            let message = tokio::select! {
+                _ = stop.notified() => return Ok(()),
+                // Cancel-safe: a message not yet yielded stays in the stream.
+                m = messages.next() => m,
+            };
+            let Some(message) = message else {
+                return Ok(());
+            };
+            let message = match message {
+                Ok(m) => m,
+                Err(error) => {
+                    tracing::warn!(error = %error, "results stream error");
+                    continue;
+                }
+            };
+            let result: ResultMessage = match serde_json::from_slice(&message.payload) {
+                Ok(r) => r,
+                Err(error) => {
+                    // Malformed: logged and parked (terminated), never retried forever.
+                    tracing::error!(subject = %message.subject, error = %error, "malformed result parked");
+                    let _ = message.ack_with(jetstream::AckKind::Term).await;
+                    continue;
+                }
+            };
+            match self.store.apply_result(&result).await {
+                Ok(applied) => {
+                    tracing::info!(task_id = %result.id.task, step = result.id.step_index, applied = ?applied, "result applied");
+                    if let Applied::Finished { cancel: true, .. } = applied
+                        && let Err(error) = self.mark_cancelled(result.id.task).await
+                    {
+                        tracing::warn!(error = %error, "cancel mark not set");
+                    }
+                    self.poke.notify_one();
+                    let _ = message.ack().await;
+                }
+                Err(error) => {
+                    tracing::warn!(error = %error, "result not applied; redelivery will retry");
+                    let _ = message
+                        .ack_with(jetstream::AckKind::Nak(Some(Duration::from_secs(1))))
+                        .await;
+                }
+            }
+        }
+    }
+}
+
+/// Refuses a rule whose actions need a capability the Redfish managers of a
+/// targeted type lack (and types with no manager at all).
+fn check_capabilities(
+    rule: &RuleDefinition,
+    components: &[ComponentTarget],
+) -> Result<(), ApiError> {
+    let targeted: BTreeSet<ComponentType> = components.iter().map(|c| c.component_type).collect();
+    let declared = flow_hardware::redfish::capabilities(true);
+    let mut problems = Vec::new();
+    for (i, step) in rule.steps.iter().enumerate() {
+        if !targeted.contains(&step.component_type) {
+            continue;
+        }
+        if !flow_hardware::redfish::TYPES.contains(&step.component_type) {
+            problems.push(format!(
+                "steps[{i}]: no component manager is configured for {}",
+                step.component_type
+            ));
+            continue;
+        }
+        for action in step.actions() {
+            for cap in required_capabilities(action) {
+                if !declared.contains(cap) {
+                    problems.push(format!(
+                        "steps[{i}] ({}): the redfish manager for {} does not support {cap}",
+                        action.name(),
+                        step.component_type
+                    ));
+                }
+            }
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(
+            "the rule needs capabilities the managers lack",
+            problems,
+        ))
+    }
+}

@@ -1,0 +1,356 @@
+//! Tasks end to end: a real nats-server, a fresh Postgres database, the
+//! scheduler, an in-process worker and the rack simulator over HTTP.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use flow_hardware::lifecycle::LifecycleClient;
+use flow_hardware::redfish::{RedfishManager, RedfishSettings, TYPES};
+use flow_hardware::{CredentialStore, ManagerRegistry};
+use flow_protocol::api::decode_reply;
+use flow_protocol::subjects::api_subject;
+use flow_rack_sim::{InitialPower, SimConfig, Simulator};
+use flow_scheduler::Scheduler;
+use flow_store::Store;
+use flow_tests::{NatsServer, TestDb};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+struct Env {
+    scheduler: Option<Scheduler>,
+    worker_stop: Arc<Notify>,
+    worker: Option<tokio::task::JoinHandle<()>>,
+    client: async_nats::Client,
+    sim: Option<Simulator>,
+    _db: TestDb,
+    _nats: NatsServer,
+}
+
+fn registry(sim: &Simulator) -> ManagerRegistry {
+    let credentials = Arc::new(CredentialStore::single("sim-bmc", "root", "0penBmc"));
+    let settings = RedfishSettings::default();
+    let lifecycle = LifecycleClient::new(
+        &format!("{}/lifecycle/v1", sim.admin_url()),
+        settings.http_client().unwrap(),
+        Arc::clone(&credentials),
+        "sim-bmc",
+    );
+    let mut registry = ManagerRegistry::new();
+    for t in TYPES {
+        registry.register(Arc::new(
+            RedfishManager::new(
+                t,
+                &settings,
+                Arc::clone(&credentials),
+                Some(lifecycle.clone()),
+            )
+            .unwrap(),
+        ));
+    }
+    registry
+}
+
+impl Env {
+    async fn new(initial_power: InitialPower) -> Env {
+        let nats = NatsServer::start();
+        let db = TestDb::create().await;
+        let store = Store::connect(db.url(), 5).await.unwrap();
+        store.migrate().await.unwrap();
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        let scheduler = Scheduler::start(client.clone(), store)
+            .await
+            .expect("scheduler");
+        let sim = flow_rack_sim::start(SimConfig {
+            admin_port: 0,
+            time_scale: 0.01,
+            initial_power,
+            compute: 4,
+            nvswitch: 2,
+            powershelf: 2,
+            ..SimConfig::default()
+        })
+        .await
+        .unwrap();
+        let worker_stop = Arc::new(Notify::new());
+        let worker = {
+            let (client, registry, stop) =
+                (client.clone(), registry(&sim), Arc::clone(&worker_stop));
+            tokio::spawn(async move {
+                flow_worker::run(client, registry, flow_worker::WorkerConfig::default(), stop)
+                    .await
+                    .expect("worker");
+            })
+        };
+        let env = Env {
+            scheduler: Some(scheduler),
+            worker_stop,
+            worker: Some(worker),
+            client,
+            sim: Some(sim),
+            _db: db,
+            _nats: nats,
+        };
+        let rack = serde_json::to_value(&env.sim().inventory()[0]).unwrap();
+        env.ok("rack.create", json!({"rack": rack})).await;
+        env
+    }
+
+    fn sim(&self) -> &Simulator {
+        self.sim.as_ref().unwrap()
+    }
+
+    async fn call(
+        &self,
+        endpoint: &str,
+        body: Value,
+    ) -> Result<Value, flow_protocol::api::ApiError> {
+        let reply = tokio::time::timeout(
+            Duration::from_secs(10),
+            self.client.request(
+                api_subject(endpoint),
+                serde_json::to_vec(&body).unwrap().into(),
+            ),
+        )
+        .await
+        .expect("reply in time")
+        .expect("request");
+        decode_reply(&reply.payload)
+    }
+
+    async fn ok(&self, endpoint: &str, body: Value) -> Value {
+        self.call(endpoint, body)
+            .await
+            .unwrap_or_else(|e| panic!("{endpoint}: {e} {:?}", e.details))
+    }
+
+    async fn submit(&self, request_id: &str, operation: &str, extra: Value) -> Value {
+        let mut body =
+            json!({"request_id": request_id, "racks": ["rack-01"], "operation": operation});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        self.ok("task.submit", body).await["results"][0].clone()
+    }
+
+    /// Waits (bounded) for a task to reach a final status.
+    async fn finish(&self, task: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let t = self.ok("task.get", json!({"id": task})).await;
+            if ["completed", "failed", "terminated"].contains(&t["status"].as_str().unwrap()) {
+                return t;
+            }
+            assert!(Instant::now() < deadline, "task never finished: {t}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn power(&self) -> Vec<(String, String)> {
+        let state = self.sim().state();
+        let v = serde_json::to_value(&state).unwrap();
+        v["racks"][0]["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap().to_owned(),
+                    c["power_state"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect()
+    }
+
+    async fn stop(mut self) {
+        self.worker_stop.notify_waiters();
+        if let Some(w) = self.worker.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
+        }
+        if let Some(s) = self.scheduler.take() {
+            s.stop().await.unwrap();
+        }
+        if let Some(sim) = self.sim.take() {
+            sim.shutdown().await;
+        }
+    }
+}
+
+fn fast_rule(expected: &str) -> Value {
+    let verify = json!({"name": "VerifyPowerStatus", "timeout": "20s", "poll_interval": "50ms",
+                        "parameters": {"expected_status": expected}});
+    let (first, last) = if expected == "on" {
+        ("powershelf", "compute")
+    } else {
+        ("compute", "powershelf")
+    };
+    json!({"version": "v1", "steps": [
+        {"component_type": first, "stage": 1, "main_operation": {"name": "PowerControl"}, "post_operation": [verify]},
+        {"component_type": "nvswitch", "stage": 2, "max_parallel": 1, "main_operation": {"name": "PowerControl"}, "post_operation": [verify]},
+        {"component_type": last, "stage": 3, "max_parallel": 2,
+         "pre_operation": [{"name": "Sleep", "parameters": {"duration": "1500ms"}}],
+         "main_operation": {"name": "PowerControl"}, "post_operation": [verify]},
+        {"component_type": "cdu", "stage": 3, "main_operation": {"name": "PowerControl"}}
+    ]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
+    let env = Env::new(InitialPower::Off).await;
+    for (code, expected) in [("power_on", "on"), ("power_off", "off")] {
+        env.ok(
+            "rule.create",
+            json!({"name": code, "operation_type": "power_control", "operation": code,
+                                     "definition": fast_rule(expected), "is_default": true}),
+        )
+        .await;
+    }
+    let outcome = env.submit("req-on", "power_on", json!({})).await;
+    let task = outcome["task_id"]
+        .as_str()
+        .expect("task created")
+        .to_owned();
+    // The same request again is recognised, not run twice.
+    let again = env.submit("req-on", "power_on", json!({})).await;
+    assert_eq!(
+        (again["task_id"].as_str(), again["duplicate"].as_bool()),
+        (Some(task.as_str()), Some(true))
+    );
+    // A different request for the busy rack is refused with the reason.
+    let busy = env.submit("req-other", "power_off", json!({})).await;
+    assert!(
+        busy["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("already has task"),
+        "{busy}"
+    );
+
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    assert_eq!(t["rule_source"], "default");
+    let steps = t["steps"].as_array().unwrap();
+    let summary: Vec<(i64, &str, &str)> = steps
+        .iter()
+        .map(|s| {
+            (
+                s["stage"].as_i64().unwrap(),
+                s["component_type"].as_str().unwrap(),
+                s["status"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            (1, "PowerShelf", "completed"),
+            (2, "NVSwitch", "completed"),
+            (3, "Compute", "completed"),
+            (3, "CDU", "skipped")
+        ]
+    );
+    // Stage order: every step of stage n finished before stage n+1 started.
+    let time = |s: &Value, k: &str| s[k].as_str().unwrap().to_owned();
+    assert!(time(&steps[0], "finished_at") <= time(&steps[1], "started_at"));
+    assert!(time(&steps[1], "finished_at") <= time(&steps[2], "started_at"));
+    assert_eq!(steps[2]["results"]["compute-01"]["result"], "On");
+    assert!(
+        env.power().await.iter().all(|(_, p)| p == "On"),
+        "{:?}",
+        env.power().await
+    );
+
+    let off = env.submit("req-off", "power_off", json!({})).await;
+    let t = env.finish(off["task_id"].as_str().unwrap()).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    assert!(
+        env.power().await.iter().all(|(_, p)| p == "Off"),
+        "{:?}",
+        env.power().await
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failing_step_fails_the_task_and_no_later_stage_starts() {
+    let env = Env::new(InitialPower::On).await;
+    // Shelves cannot restart: stage 1 fails permanently; stage 2 never runs.
+    env.ok("rule.create", json!({"name": "bad", "operation_type": "power_control", "operation": "restart",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "powershelf", "stage": 1, "main_operation": {"name": "PowerControl"}},
+            {"component_type": "compute", "stage": 2, "main_operation": {"name": "PowerControl"}}]}})).await;
+    let task = env.submit("req-restart", "restart", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "failed");
+    assert!(
+        t["message"]
+            .as_str()
+            .unwrap()
+            .contains("power shelves cannot restart"),
+        "{t:#}"
+    );
+    assert_eq!(t["steps"][1]["status"], "cancelled");
+    assert!(
+        t["steps"][1]["started_at"].is_null(),
+        "stage 2 never started"
+    );
+
+    // Nothing to do is an error, not a success.
+    let e = env
+        .call("task.submit", json!({"request_id": "r2", "racks": ["rack-01"], "operation": "upgrade", "component_types": ["PowerShelf"]}))
+        .await
+        .unwrap();
+    assert!(
+        e["results"][0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing to do"),
+        "{e}"
+    );
+    let e = env
+        .call(
+            "task.submit",
+            json!({"request_id": "r3", "racks": ["no-such-rack"], "operation": "power_on"}),
+        )
+        .await
+        .unwrap();
+    assert_eq!(e["results"][0]["error"]["code"], "not_found");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancellation_terminates_a_running_task_at_an_action_boundary() {
+    let env = Env::new(InitialPower::On).await;
+    env.ok(
+        "rule.create",
+        json!({"name": "slow", "operation_type": "power_control", "operation": "power_off",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "pre_operation": [{"name": "Sleep", "parameters": {"duration": "30s"}}],
+             "main_operation": {"name": "PowerControl"}}]}}),
+    )
+    .await;
+    let task = env.submit("req-slow", "power_off", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Wait until the step runs (its Sleep is a durable wait), then cancel.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let t = env.ok("task.get", json!({"id": task})).await;
+        if t["steps"][0]["status"] == "running" {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let reply = env.ok("task.cancel", json!({"id": task})).await;
+    assert_eq!(reply["cancelling"], true);
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "terminated", "{t:#}");
+    // The power command after the Sleep was never sent.
+    assert!(env.power().await.iter().all(|(_, p)| p == "On"));
+    env.stop().await;
+}

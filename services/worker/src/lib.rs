@@ -1,0 +1,317 @@
+//! `flow-worker`: a stateless worker. It pulls step jobs from the shared
+//! durable consumer `flow-workers`, runs each with the engine against the
+//! hardware, keeps the step's checkpoint in the `flow_job_state` KV bucket,
+//! and turns every wait longer than a second into a nak with that delay, so
+//! its slot is free and any worker resumes the step later. A worker that dies
+//! loses at most the call in flight. Results go to `flow.results.<task>`.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind, consumer, kv};
+use flow_engine::checkpoint::ComponentStatus;
+use flow_engine::{Checkpoint, Clock, Progress, SystemClock, advance};
+use flow_hardware::ManagerRegistry;
+use flow_protocol::TaskId;
+use flow_protocol::jobs::{
+    BUCKET_JOB_STATE, CONSUMER_WORKERS, ComponentResult, JobMessage, ResultMessage, STREAM_JOBS,
+    StepOutcome, result_subject,
+};
+use futures::StreamExt;
+use tokio::sync::{Notify, Semaphore};
+
+/// Waits up to this long are slept in place; longer ones become a nak with
+/// a delay (design §3: "any wait longer than about a second").
+pub const INLINE_WAIT: Duration = Duration::from_secs(1);
+
+/// The longest delay of one nak: a longer wait comes back several times
+/// (cheaply: load the checkpoint, see the time has not come), so a cancel
+/// mark is seen within this bound even in the middle of a long Sleep.
+pub const MAX_NAK_DELAY: Duration = Duration::from_secs(5);
+
+/// How often a worker tells JetStream it is still working on a job
+/// (well inside the consumer's 30 s ack wait).
+pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// Worker settings.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Jobs in flight at once.
+    pub max_jobs: usize,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        WorkerConfig { max_jobs: 8 }
+    }
+}
+
+/// Why the worker stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkerError {
+    /// JetStream was not usable.
+    #[error("JetStream: {0}")]
+    JetStream(String),
+}
+
+fn js_err(e: impl std::fmt::Display) -> WorkerError {
+    WorkerError::JetStream(e.to_string())
+}
+
+/// Runs until `stop` is notified: then stops pulling and lets jobs in
+/// flight reach their next checkpoint.
+pub async fn run(
+    client: async_nats::Client,
+    registry: ManagerRegistry,
+    config: WorkerConfig,
+    stop: Arc<Notify>,
+) -> Result<(), WorkerError> {
+    let js = jetstream::new(client);
+    let consumer = wait_for_consumer(&js, &stop).await?;
+    let Some(consumer) = consumer else {
+        return Ok(());
+    };
+    let kv = js.get_key_value(BUCKET_JOB_STATE).await.map_err(js_err)?;
+    let cancelled: Arc<Mutex<HashSet<TaskId>>> = Arc::default();
+    let watcher = tokio::spawn(watch_cancels(kv.clone(), Arc::clone(&cancelled)));
+    let permits = Arc::new(Semaphore::new(config.max_jobs.max(1)));
+    let mut messages = consumer
+        .stream()
+        .max_messages_per_batch(config.max_jobs.max(1))
+        .messages()
+        .await
+        .map_err(js_err)?;
+    let registry = Arc::new(registry);
+    let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut jobs = tokio::task::JoinSet::new();
+    loop {
+        // Take a permit first: never hold more messages than slots.
+        let permit = tokio::select! {
+            _ = stop.notified() => break,
+            p = Arc::clone(&permits).acquire_owned() => p.map_err(js_err)?,
+        };
+        let message = tokio::select! {
+            _ = stop.notified() => break,
+            // Cancel-safe: an unyielded message stays with the consumer.
+            m = messages.next() => m,
+        };
+        let Some(message) = message else { break };
+        let message = match message {
+            Ok(m) => m,
+            Err(error) => {
+                tracing::warn!(error = %error, "job stream error");
+                continue;
+            }
+        };
+        let (js, kv, registry, cancelled, stopping) = (
+            js.clone(),
+            kv.clone(),
+            Arc::clone(&registry),
+            Arc::clone(&cancelled),
+            Arc::clone(&stopping),
+        );
+        jobs.spawn(async move {
+            handle(js, kv, &registry, message, &cancelled, &stopping).await;
+            drop(permit);
+        });
+        while jobs.try_join_next().is_some() {}
+    }
+    stopping.store(true, std::sync::atomic::Ordering::SeqCst);
+    while jobs.join_next().await.is_some() {}
+    watcher.abort();
+    Ok(())
+}
+
+async fn wait_for_consumer(
+    js: &jetstream::Context,
+    stop: &Notify,
+) -> Result<Option<consumer::PullConsumer>, WorkerError> {
+    loop {
+        let found = match js.get_stream(STREAM_JOBS).await {
+            Ok(stream) => stream
+                .get_consumer::<consumer::pull::Config>(CONSUMER_WORKERS)
+                .await
+                .ok(),
+            Err(_) => None,
+        };
+        if let Some(c) = found {
+            return Ok(Some(c));
+        }
+        tracing::info!("waiting for the scheduler to create {STREAM_JOBS}/{CONSUMER_WORKERS}");
+        tokio::select! {
+            _ = stop.notified() => return Ok(None),
+            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+        }
+    }
+}
+
+async fn watch_cancels(kv: kv::Store, cancelled: Arc<Mutex<HashSet<TaskId>>>) {
+    let Ok(mut watch) = kv.watch_with_history("cancel.>").await else {
+        tracing::warn!("cannot watch cancel marks");
+        return;
+    };
+    while let Some(Ok(entry)) = watch.next().await {
+        if let Some(id) = entry
+            .key
+            .strip_prefix("cancel.")
+            .and_then(|k| k.parse().ok())
+        {
+            cancelled
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(id);
+        }
+    }
+}
+
+fn checkpoint_key(message: &JobMessage) -> String {
+    format!("job.{}", message.id)
+}
+
+#[tracing::instrument(skip_all, fields(subject = %message.subject))]
+async fn handle(
+    js: jetstream::Context,
+    kv: kv::Store,
+    registry: &ManagerRegistry,
+    message: jetstream::Message,
+    cancelled: &Mutex<HashSet<TaskId>>,
+    stopping: &std::sync::atomic::AtomicBool,
+) {
+    let job: JobMessage = match serde_json::from_slice(&message.payload) {
+        Ok(j) => j,
+        Err(error) => {
+            // Malformed: logged and parked (terminated), never a crash.
+            tracing::error!(error = %error, "malformed job parked");
+            let _ = message.ack_with(AckKind::Term).await;
+            return;
+        }
+    };
+    let key = checkpoint_key(&job);
+    let mut cp: Checkpoint = match kv.get(&key).await {
+        Ok(Some(bytes)) => serde_json::from_slice(&bytes).unwrap_or_default(),
+        _ => Checkpoint::default(),
+    };
+    let clock = SystemClock;
+    let started_ms = cp
+        .finished
+        .first()
+        .map_or_else(|| clock.now_ms(), |a| a.started_ms);
+    let task = job.id.task;
+    let is_cancelled = || {
+        cancelled
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&task)
+    };
+    let span =
+        tracing::info_span!("step", task_id = %task, step = job.id.step_index, stage = job.stage);
+    let _enter = span.enter();
+    loop {
+        // Keep the job alive while a long call runs.
+        let ticker = {
+            let message = message.clone();
+            tokio::spawn(async move {
+                loop {
+                    tokio::time::sleep(PROGRESS_EVERY).await;
+                    if message.ack_with(AckKind::Progress).await.is_err() {
+                        return;
+                    }
+                }
+            })
+        };
+        let progress = advance(&job.job, &mut cp, registry, &clock, &is_cancelled).await;
+        ticker.abort();
+        if let Ok(bytes) = serde_json::to_vec(&cp)
+            && let Err(error) = kv.put(&key, bytes.into()).await
+        {
+            tracing::warn!(error = %error, "checkpoint not saved");
+        }
+        let outcome = match progress {
+            Progress::WaitUntil(at) => {
+                let delay = Duration::from_millis(at.saturating_sub(clock.now_ms()));
+                if stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                    let _ = message.ack_with(AckKind::Nak(None)).await;
+                    return;
+                }
+                if delay <= INLINE_WAIT {
+                    tokio::time::sleep(delay).await;
+                    continue;
+                }
+                let delay = delay.min(MAX_NAK_DELAY);
+                tracing::debug!(delay_ms = delay.as_millis() as u64, "durable wait");
+                let _ = message.ack_with(AckKind::Nak(Some(delay))).await;
+                return;
+            }
+            Progress::Done => StepOutcome::Completed,
+            Progress::Failed(f) => StepOutcome::Failed {
+                action: f.action,
+                message: f.message,
+            },
+            Progress::Cancelled => StepOutcome::Cancelled,
+        };
+        let result = ResultMessage {
+            schema: 1,
+            id: job.id,
+            outcome,
+            components: cp
+                .components
+                .iter()
+                .map(|(name, s)| {
+                    let status = match s.status {
+                        ComponentStatus::Done => "done",
+                        ComponentStatus::Failed => "failed",
+                        _ => "pending",
+                    };
+                    (
+                        name.clone(),
+                        ComponentResult {
+                            status: status.to_owned(),
+                            result: cp.results.get(name).cloned().unwrap_or_default(),
+                            attempts: s.attempts,
+                            error: s.last_error.clone(),
+                        },
+                    )
+                })
+                .collect(),
+            calls: cp.calls,
+            started_ms,
+            finished_ms: clock.now_ms(),
+        };
+        let publish = match serde_json::to_vec(&result) {
+            Ok(body) => {
+                js.send_publish(
+                    result_subject(task),
+                    jetstream::message::PublishMessage::build()
+                        .payload(body.into())
+                        .message_id(format!("result/{}", job.id)),
+                )
+                .await
+            }
+            Err(error) => {
+                tracing::error!(error = %error, "result not encodable");
+                return;
+            }
+        };
+        let acked = match publish {
+            Ok(ack) => ack.await.is_ok(),
+            Err(_) => false,
+        };
+        match acked {
+            true => {
+                tracing::info!(outcome = ?result.outcome, calls = result.calls, "step finished");
+                let _ = message.ack().await;
+                let _ = kv.delete(&key).await;
+            }
+            false => {
+                // Not acknowledged by JetStream: redeliver the job; the
+                // checkpoint makes the retry cheap and the msg id dedups.
+                tracing::warn!("result not published; job will be redelivered");
+                let _ = message
+                    .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                    .await;
+            }
+        }
+        return;
+    }
+}

@@ -1,0 +1,128 @@
+//! `flow-worker`: runs step jobs until SIGINT/SIGTERM.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use flow_config::{InitialConnect, Settings, connect_nats};
+use flow_hardware::lifecycle::LifecycleClient;
+use flow_hardware::redfish::{RedfishManager, RedfishSettings, TYPES};
+use flow_hardware::{CredentialStore, ManagerRegistry};
+use flow_worker::WorkerConfig;
+
+/// Flow worker: pulls step jobs and drives the hardware.
+#[derive(Debug, Parser)]
+#[command(name = "flow-worker", version, about)]
+struct Args {
+    /// Config file (YAML); also FLOW_CONFIG.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// NATS URL; overrides FLOW_NATS_URL.
+    #[arg(long)]
+    nats_url: Option<String>,
+    /// BMC credentials file (YAML: reference → user and password_env/password_file).
+    #[arg(long, env = "FLOW_BMC_CREDENTIALS_FILE")]
+    credentials_file: PathBuf,
+    /// Lifecycle API base URL for decommissioning, e.g. http://127.0.0.1:8800/lifecycle/v1.
+    #[arg(long, env = "FLOW_LIFECYCLE_URL")]
+    lifecycle_url: Option<String>,
+    /// Credential reference for the lifecycle API.
+    #[arg(long, env = "FLOW_LIFECYCLE_CREDENTIAL", default_value = "")]
+    lifecycle_credential: String,
+    /// Jobs in flight at once.
+    #[arg(long, env = "FLOW_WORKER_MAX_JOBS", default_value_t = 8)]
+    max_jobs: usize,
+    /// Extra CA certificates (PEM) for BMC TLS.
+    #[arg(long, env = "FLOW_BMC_CA_FILE")]
+    bmc_ca_file: Option<PathBuf>,
+    /// Skip BMC TLS verification (labs only).
+    #[arg(long, env = "FLOW_BMC_INSECURE")]
+    bmc_insecure: bool,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let mut settings = Settings::from_env(args.config.as_deref())?;
+    if let Some(url) = args.nats_url {
+        settings.nats.url = url;
+    }
+    settings.validate_nats()?;
+    flow_config_log(&settings);
+    let credentials = Arc::new(
+        CredentialStore::from_yaml_file(&args.credentials_file, &|k| std::env::var(k).ok())
+            .context("BMC credentials (FLOW_BMC_CREDENTIALS_FILE)")?,
+    );
+    let redfish = RedfishSettings {
+        ca_file: args.bmc_ca_file,
+        insecure: args.bmc_insecure,
+        ..RedfishSettings::default()
+    };
+    let lifecycle = match &args.lifecycle_url {
+        Some(url) => Some(LifecycleClient::new(
+            url,
+            redfish.http_client()?,
+            Arc::clone(&credentials),
+            &args.lifecycle_credential,
+        )),
+        None => None,
+    };
+    let mut registry = ManagerRegistry::new();
+    for t in TYPES {
+        registry.register(Arc::new(RedfishManager::new(
+            t,
+            &redfish,
+            Arc::clone(&credentials),
+            lifecycle.clone(),
+        )?));
+    }
+    let client = connect_nats(&settings.nats, "flow-worker", InitialConnect::Retry)
+        .await
+        .context("cannot connect to NATS (FLOW_NATS_URL)")?;
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let signal = Arc::clone(&stop);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("stopping: no new jobs; jobs in flight checkpoint and hand back");
+        signal.notify_waiters();
+    });
+    tracing::info!(max_jobs = args.max_jobs, "worker running");
+    flow_worker::run(
+        client.clone(),
+        registry,
+        WorkerConfig {
+            max_jobs: args.max_jobs,
+        },
+        stop,
+    )
+    .await?;
+    client.drain().await?;
+    Ok(())
+}
+
+fn flow_config_log(settings: &Settings) {
+    let filter = tracing_subscriber::EnvFilter::try_new(&settings.log.filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    let _ = match settings.log.format {
+        flow_config::LogFormat::Text => builder.try_init(),
+        flow_config::LogFormat::Json => builder.json().try_init(),
+    };
+}
+
+async fn shutdown_signal() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
