@@ -34,6 +34,84 @@ pub enum Command {
     /// Drive one BMC through Flow's managers: check reachability,
     /// credentials and behaviour before trusting it to a rule.
     Bmc(BmcArgs),
+    /// Power operations on racks (one task per rack).
+    Power(PowerArgs),
+    /// Firmware operations on racks.
+    Firmware(FirmwareArgs),
+    /// Decommission racks' components.
+    Decommission(TargetArgs),
+    /// Tasks: list, show, watch, cancel.
+    #[command(subcommand)]
+    Task(TaskCommand),
+}
+
+/// Which racks and components an operation targets.
+#[derive(Debug, Args)]
+pub struct TargetArgs {
+    /// Rack ID or name (repeatable).
+    #[arg(long = "rack", required = true)]
+    pub racks: Vec<String>,
+    /// Only these component types (repeatable; default all).
+    #[arg(long = "type")]
+    pub types: Vec<String>,
+    /// Run this rule instead of resolving one.
+    #[arg(long)]
+    pub rule_id: Option<String>,
+    /// Idempotency key (default: a fresh one).
+    #[arg(long)]
+    pub request_id: Option<String>,
+    /// Follow the tasks until they finish, with live progress.
+    #[arg(long)]
+    pub wait: bool,
+}
+
+/// `flow power`.
+#[derive(Debug, Args)]
+pub struct PowerArgs {
+    /// on, off, force-on, force-off, restart, force-restart, warm-reset, cold-reset.
+    pub action: String,
+    /// Targets.
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// `flow firmware`.
+#[derive(Debug, Args)]
+pub struct FirmwareArgs {
+    /// upgrade, downgrade or rollback.
+    pub action: String,
+    /// Image per component type: `<type>=<uri>@<version>` (repeatable).
+    #[arg(long = "image", required = true)]
+    pub images: Vec<String>,
+    /// Targets.
+    #[command(flatten)]
+    pub target: TargetArgs,
+}
+
+/// `flow task …`.
+#[derive(Debug, Subcommand)]
+pub enum TaskCommand {
+    /// Recent tasks.
+    List {
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// One task: rule snapshot, steps and every component's outcome.
+    Show {
+        /// Task ID.
+        id: String,
+    },
+    /// Follow a task with live progress until it finishes.
+    Watch {
+        /// Task ID.
+        id: String,
+    },
+    /// Cancel a task at its next action boundary.
+    Cancel {
+        /// Task ID.
+        id: String,
+    },
 }
 
 /// `flow bmc`.

@@ -10,6 +10,7 @@ mod input;
 mod remote;
 mod rule;
 mod summary;
+mod task;
 
 use std::process::ExitCode;
 
@@ -66,6 +67,10 @@ async fn main() -> ExitCode {
         Command::Rule(RuleCommand::History(a)) => remote::run(remote::history(s, out, a)).await,
         Command::Rack(c) => remote::rack(s, out, c).await,
         Command::Bmc(a) => bmc::run(a, out).await,
+        Command::Power(a) => task::power(s, out, a).await,
+        Command::Firmware(a) => task::firmware(s, out, a).await,
+        Command::Decommission(a) => task::decommission(s, out, a).await,
+        Command::Task(c) => task::task(s, out, c).await,
     };
     ExitCode::from(outcome as u8)
 }

@@ -87,7 +87,7 @@ pub async fn advance(
             if cancelled() {
                 return Progress::Cancelled;
             }
-            start_action(job, cp, clock.now_ms());
+            start_action(job, cp, clock.now_ms(), action.name().is_per_component());
         }
         let outcome = match action {
             Action::Sleep { duration } => sleep(cp, *duration, clock),
@@ -136,11 +136,17 @@ pub async fn advance(
     Progress::Done
 }
 
-fn start_action(job: &StepJob, cp: &mut Checkpoint, now: u64) {
+/// Starts an action. Per-component actions start every component afresh;
+/// once-per-step actions (Sleep, VerifyReachability) keep the components'
+/// outcomes of the action before, so the step reports them.
+fn start_action(job: &StepJob, cp: &mut Checkpoint, now: u64, per_component: bool) {
     cp.action_started_ms = Some(now);
     cp.sleep_until_ms = None;
     cp.reachable.clear();
     cp.next_probe_ms = None;
+    if !per_component {
+        return;
+    }
     cp.components = job
         .components
         .iter()
