@@ -12,8 +12,8 @@ use flow_hardware::required_capabilities;
 use flow_protocol::api::{ApiError, ErrorCode, RackOutcome, TaskSubmit, TaskSubmitReply};
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{
-    BUCKET_JOB_STATE, CONSUMER_SCHEDULER, ComponentTarget, ResultMessage, STREAM_EVENTS,
-    STREAM_JOBS, STREAM_RESULTS, STREAM_TASKS, SUBJECT_SUBMIT, cancel_key,
+    BUCKET_JOB_STATE, CONSUMER_SCHEDULER, CONSUMER_SUBMIT, ComponentTarget, ResultMessage,
+    STREAM_EVENTS, STREAM_JOBS, STREAM_RESULTS, STREAM_TASKS, SUBJECT_SUBMIT, cancel_key,
 };
 use flow_rules::{ComponentType, RuleDefinition};
 use flow_store::tasks::{Applied, NewStep, NewTask, Submitted};
@@ -29,8 +29,13 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// JetStream redelivers it (workers send progress while working).
 pub const JOB_ACK_WAIT: Duration = Duration::from_secs(30);
 
-/// Creates the streams, consumers and bucket (idempotent).
-pub async fn ensure_jetstream(js: &jetstream::Context) -> Result<(), async_nats::Error> {
+/// Creates the streams, consumers and bucket (idempotent). `job_ack_wait`
+/// is how long a job may go without an ack or progress before another
+/// worker gets it ([`JOB_ACK_WAIT`] in production).
+pub async fn ensure_jetstream(
+    js: &jetstream::Context,
+    job_ack_wait: Duration,
+) -> Result<(), async_nats::Error> {
     let work_queue = |name: &str, subjects: Vec<String>| stream::Config {
         name: name.to_owned(),
         subjects,
@@ -39,7 +44,20 @@ pub async fn ensure_jetstream(js: &jetstream::Context) -> Result<(), async_nats:
         duplicate_window: Duration::from_secs(120),
         ..Default::default()
     };
-    js.get_or_create_stream(work_queue(STREAM_TASKS, vec![SUBJECT_SUBMIT.to_owned()]))
+    let tasks = js
+        .get_or_create_stream(work_queue(STREAM_TASKS, vec![SUBJECT_SUBMIT.to_owned()]))
+        .await?;
+    tasks
+        .get_or_create_consumer(
+            CONSUMER_SUBMIT,
+            consumer::pull::Config {
+                durable_name: Some(CONSUMER_SUBMIT.to_owned()),
+                ack_policy: consumer::AckPolicy::Explicit,
+                ack_wait: Duration::from_secs(30),
+                max_deliver: -1,
+                ..Default::default()
+            },
+        )
         .await?;
     let jobs = js
         .get_or_create_stream(work_queue(STREAM_JOBS, vec!["flow.jobs.>".to_owned()]))
@@ -63,7 +81,7 @@ pub async fn ensure_jetstream(js: &jetstream::Context) -> Result<(), async_nats:
         consumer::pull::Config {
             durable_name: Some(flow_protocol::jobs::CONSUMER_WORKERS.to_owned()),
             ack_policy: consumer::AckPolicy::Explicit,
-            ack_wait: JOB_ACK_WAIT,
+            ack_wait: job_ack_wait,
             // Naks with a delay count as deliveries: never give up on a job
             // (the scheduler's deadline ends it).
             max_deliver: -1,
@@ -342,6 +360,63 @@ impl Executor {
             }
         }
     }
+}
+
+impl Executor {
+    /// Consumes task requests published on `flow.tasks.submit` until `stop`.
+    /// JetStream drops a repeated `Nats-Msg-Id` (the request id) within its
+    /// duplicate window, and the store recognises a repeated request id after
+    /// it. The per-rack outcome is published on
+    /// `flow.events.submit.<request_id>`; a malformed request is logged and
+    /// parked (terminated), never retried forever.
+    pub async fn run_submissions(self, stop: Arc<Notify>) -> Result<(), async_nats::Error> {
+        let stream = self.js.get_stream(STREAM_TASKS).await?;
+        let consumer: consumer::PullConsumer = stream.get_consumer(CONSUMER_SUBMIT).await?;
+        let mut messages = consumer.messages().await?;
+        loop {
+            let message = tokio::select! {
+                _ = stop.notified() => return Ok(()),
+                // Cancel-safe: a message not yet yielded stays in the stream.
+                m = messages.next() => m,
+            };
+            let Some(message) = message else {
+                return Ok(());
+            };
+            let Ok(message) = message else { continue };
+            let request: TaskSubmit = match flow_protocol::api::decode_request(&message.payload) {
+                Ok(r) => r,
+                Err(error) => {
+                    tracing::error!(subject = %message.subject, error = %error, "malformed task request parked");
+                    let _ = message.ack_with(jetstream::AckKind::Term).await;
+                    continue;
+                }
+            };
+            let reply = self.submit(&request).await;
+            let subject = format!("flow.events.submit.{}", sanitize(&request.request_id));
+            match serde_json::to_vec(&reply) {
+                Ok(body) => {
+                    if let Err(error) = self.js.publish(subject, body.into()).await {
+                        tracing::warn!(error = %error, "submission outcome not published");
+                    }
+                }
+                Err(error) => tracing::warn!(error = %error, "submission outcome not encodable"),
+            }
+            let _ = message.ack().await;
+        }
+    }
+}
+
+/// A request id as a subject token (no dots, spaces or wildcards).
+fn sanitize(id: &str) -> String {
+    id.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Refuses a rule whose actions need a capability the Redfish managers of a

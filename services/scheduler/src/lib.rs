@@ -23,14 +23,24 @@ pub struct Scheduler {
 
 impl Scheduler {
     /// Creates the JetStream streams, consumers and bucket, then starts the
-    /// outbox publisher, the deadline sweeper, the result consumer and the
-    /// API.
+    /// outbox publisher, the deadline sweeper, the result and submission
+    /// consumers and the API.
     pub async fn start(
         client: async_nats::Client,
         store: Store,
     ) -> Result<Scheduler, async_nats::Error> {
+        Self::start_with(client, store, exec::JOB_ACK_WAIT).await
+    }
+
+    /// [`Scheduler::start`] with a job ack wait of choice (fault drills use a
+    /// short one so that a killed worker's job comes back quickly).
+    pub async fn start_with(
+        client: async_nats::Client,
+        store: Store,
+        job_ack_wait: std::time::Duration,
+    ) -> Result<Scheduler, async_nats::Error> {
         let js = async_nats::jetstream::new(client.clone());
-        exec::ensure_jetstream(&js).await?;
+        exec::ensure_jetstream(&js, job_ack_wait).await?;
         let executor = exec::Executor::new(store.clone(), js);
         let stop = Arc::new(Notify::new());
         let sweeps = tokio::spawn(executor.clone().run_sweeps(Arc::clone(&stop)));
@@ -42,11 +52,19 @@ impl Scheduler {
                 }
             })
         };
+        let submissions = {
+            let (executor, stop) = (executor.clone(), Arc::clone(&stop));
+            tokio::spawn(async move {
+                if let Err(error) = executor.run_submissions(stop).await {
+                    tracing::error!(error = %error, "submission consumer stopped");
+                }
+            })
+        };
         let api = api::ApiService::start(client, store, executor).await?;
         Ok(Scheduler {
             api,
             stop,
-            loops: vec![sweeps, results],
+            loops: vec![sweeps, results, submissions],
         })
     }
 

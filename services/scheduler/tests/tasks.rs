@@ -52,12 +52,16 @@ fn registry(sim: &Simulator) -> ManagerRegistry {
 
 impl Env {
     async fn new(initial_power: InitialPower) -> Env {
+        Self::with_ack_wait(initial_power, flow_scheduler::exec::JOB_ACK_WAIT).await
+    }
+
+    async fn with_ack_wait(initial_power: InitialPower, ack_wait: Duration) -> Env {
         let nats = NatsServer::start();
         let db = TestDb::create().await;
         let store = Store::connect(db.url(), 5).await.unwrap();
         store.migrate().await.unwrap();
         let client = async_nats::connect(nats.url()).await.unwrap();
-        let scheduler = Scheduler::start(client.clone(), store)
+        let scheduler = Scheduler::start_with(client.clone(), store, ack_wait)
             .await
             .expect("scheduler");
         let sim = flow_rack_sim::start(SimConfig {
@@ -93,6 +97,44 @@ impl Env {
         let rack = serde_json::to_value(&env.sim().inventory()[0]).unwrap();
         env.ok("rack.create", json!({"rack": rack})).await;
         env
+    }
+
+    /// Kills the worker as a crash would: its future is dropped mid-await,
+    /// nothing is checkpointed or acknowledged on the way out.
+    async fn kill_worker(&mut self) {
+        if let Some(w) = self.worker.take() {
+            w.abort();
+            let _ = w.await;
+        }
+    }
+
+    fn start_worker(&mut self) {
+        let (client, registry, stop) = (
+            self.client.clone(),
+            registry(self.sim()),
+            Arc::clone(&self.worker_stop),
+        );
+        self.worker = Some(tokio::spawn(async move {
+            flow_worker::run(client, registry, flow_worker::WorkerConfig::default(), stop)
+                .await
+                .expect("worker");
+        }));
+    }
+
+    /// Commands the simulator accepted per component.
+    fn commands(&self) -> Vec<(String, usize)> {
+        let v = serde_json::to_value(self.sim().state()).unwrap();
+        v["racks"][0]["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap().to_owned(),
+                    c["commands"].as_array().map_or(0, Vec::len),
+                )
+            })
+            .collect()
     }
 
     fn sim(&self) -> &Simulator {
@@ -352,5 +394,135 @@ async fn cancellation_terminates_a_running_task_at_an_action_boundary() {
     assert_eq!(t["status"], "terminated", "{t:#}");
     // The power command after the Sleep was never sent.
     assert!(env.power().await.iter().all(|(_, p)| p == "On"));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn requests_on_the_stream_are_deduplicated_answered_and_malformed_ones_parked() {
+    let env = Env::new(InitialPower::On).await;
+    let js = async_nats::jetstream::new(env.client.clone());
+    let mut outcomes = env.client.subscribe("flow.events.submit.>").await.unwrap();
+    // Malformed first: parked with a log line, the consumer goes on.
+    js.publish("flow.tasks.submit", "{not json".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let request = json!({"request_id": "stream-1", "racks": ["rack-01"], "operation": "power_on",
+                         "component_types": ["PowerShelf"]});
+    let body = serde_json::to_vec(&request).unwrap();
+    for _ in 0..3 {
+        let ack = js
+            .send_publish(
+                "flow.tasks.submit",
+                async_nats::jetstream::message::PublishMessage::build()
+                    .payload(body.clone().into())
+                    .message_id("stream-1"),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        let _ = ack.duplicate;
+    }
+    let outcome = tokio::time::timeout(Duration::from_secs(15), futures_next(&mut outcomes))
+        .await
+        .expect("an outcome for the request");
+    let reply: Value = serde_json::from_slice(&outcome.payload).unwrap();
+    let task = reply["results"][0]["task_id"]
+        .as_str()
+        .expect("task")
+        .to_owned();
+    assert_eq!(env.finish(&task).await["status"], "completed");
+    let tasks = env.ok("task.list", json!({})).await;
+    assert_eq!(
+        tasks.as_array().unwrap().len(),
+        1,
+        "three publishes, one task: {tasks}"
+    );
+    env.stop().await;
+}
+
+async fn futures_next(sub: &mut async_nats::Subscriber) -> async_nats::Message {
+    use futures::StreamExt;
+    sub.next().await.expect("subscription open")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_sleep_survives_a_worker_kill_and_a_killed_call_is_repeated_once_at_most() {
+    let mut env = Env::with_ack_wait(InitialPower::On, Duration::from_secs(3)).await;
+    env.ok("rule.create", json!({"name": "sleepy off", "operation_type": "power_control", "operation": "power_off",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "pre_operation": [{"name": "Sleep", "parameters": {"duration": "4s"}}],
+             "main_operation": {"name": "PowerControl", "parameters": {"operation": "force_power_off"}}}]}})).await;
+    let started = Instant::now();
+    let task = env
+        .submit(
+            "req-kill",
+            "power_off",
+            json!({"component_types": ["Compute"]}),
+        )
+        .await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Let the worker take the job and checkpoint its Sleep, then kill it.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let t = env.ok("task.get", json!({"id": task})).await;
+        if t["steps"][0]["status"] == "running" {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    env.kill_worker().await;
+    env.start_worker();
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(4),
+        "the Sleep was not cut short"
+    );
+    for (name, n) in env.commands() {
+        if name.starts_with("compute") {
+            assert_eq!(n, 1, "{name} commanded {n} times");
+        }
+    }
+
+    // Now kill a worker in the middle of a slow power call.
+    env.ok("rule.create", json!({"name": "slow on", "operation_type": "power_control", "operation": "power_on",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}]}})).await;
+    let http = reqwest::Client::new();
+    http.post(format!("{}/admin/v1/faults", env.sim().admin_url()))
+        .json(&json!({"target": "rack-01/compute-*", "kind": {"latency": {"ms": 1500}}}))
+        .send()
+        .await
+        .unwrap();
+    let task = env
+        .submit(
+            "req-kill-2",
+            "power_on",
+            json!({"component_types": ["Compute"]}),
+        )
+        .await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    env.kill_worker().await;
+    env.start_worker();
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    for (name, n) in env.commands() {
+        if name.starts_with("compute") {
+            // One off before, then the on: the killed call may have landed
+            // once, and the retry sees "already on" instead of commanding again.
+            assert!((2..=3).contains(&n), "{name} commanded {n} times in all");
+        }
+    }
     env.stop().await;
 }
