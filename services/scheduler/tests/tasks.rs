@@ -526,3 +526,83 @@ async fn a_sleep_survives_a_worker_kill_and_a_killed_call_is_repeated_once_at_mo
     }
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_scheduler_restart_mid_task_loses_nothing() {
+    let mut env = Env::new(InitialPower::Off).await;
+    for (code, expected) in [("power_on", "on")] {
+        env.ok(
+            "rule.create",
+            json!({"name": code, "operation_type": "power_control", "operation": code,
+                                     "definition": fast_rule(expected), "is_default": true}),
+        )
+        .await;
+    }
+    let task = env.submit("req-restart-sched", "power_on", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Stop the scheduler while stage 3's Sleep runs, then start a new one on
+    // the same database and NATS server.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let t = env.ok("task.get", json!({"id": task})).await;
+        if t["current_stage"] == 3 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "stage 3 never started: {t}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    env.scheduler.take().unwrap().stop().await.unwrap();
+    let store = Store::connect(env._db.url(), 5).await.unwrap();
+    store.migrate().await.unwrap();
+    env.scheduler = Some(Scheduler::start(env.client.clone(), store).await.unwrap());
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    assert!(env.power().await.iter().all(|(_, p)| p == "On"));
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn firmware_upgrade_and_decommission_tasks_on_the_simulator() {
+    let env = Env::new(InitialPower::On).await;
+    env.ok("rule.create", json!({"name": "fw", "operation_type": "firmware_control", "operation": "upgrade",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1, "max_parallel": 2,
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}},
+            {"component_type": "nvswitch", "stage": 2,
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}}]}})).await;
+    let images = json!({"firmware": {
+        "Compute": {"image_uri": "http://images.local/bmc-26.04.bin", "version": "26.04"},
+        "NVSwitch": {"image_uri": "http://images.local/nvos-25.05.1.bin", "version": "25.05.1"}}});
+    let task = env.submit("req-fw", "upgrade", images).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    assert_eq!(
+        t["steps"][0]["results"]["compute-01"]["result"],
+        "installed 26.04"
+    );
+    let state = serde_json::to_value(env.sim().state()).unwrap();
+    let comps = state["racks"][0]["components"].as_array().unwrap();
+    let compute = comps.iter().find(|c| c["name"] == "compute-03").unwrap();
+    assert_eq!(compute["firmware"]["FW_BMC_0"], "26.04");
+
+    env.ok("rule.create", json!({"name": "decom", "operation_type": "decommission", "operation": "decommission",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "powershelf", "stage": 1, "main_operation": {"name": "DecommissionControl"},
+             "post_operation": [{"name": "WaitDecommissioned", "timeout": "20s", "poll_interval": "50ms"}]}]}})).await;
+    let task = env.submit("req-decom", "decommission", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    assert_eq!(
+        t["steps"][0]["results"]["powershelf-02"]["result"],
+        "Decommissioned"
+    );
+    env.stop().await;
+}
