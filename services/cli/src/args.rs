@@ -63,6 +63,13 @@ pub struct TargetArgs {
     /// Follow the tasks until they finish, with live progress.
     #[arg(long)]
     pub wait: bool,
+    /// When a rack is busy, wait in its queue (at most 5, FIFO) instead of
+    /// being refused.
+    #[arg(long)]
+    pub queue: bool,
+    /// How long a queued task may wait (Go syntax, e.g. 30m).
+    #[arg(long, requires = "queue", default_value = "1h")]
+    pub timeout: String,
 }
 
 /// `flow power`.

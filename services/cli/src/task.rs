@@ -69,6 +69,20 @@ fn request(
     if let Some(rule) = &target.rule_id {
         body["rule_id"] = json!(rule);
     }
+    if target.queue {
+        let timeout = flow_rules::duration::parse_go(&target.timeout)
+            .ok()
+            .and_then(|d| d.non_negative())
+            .filter(|d| !d.is_zero())
+            .ok_or_else(|| {
+                bad(format!(
+                    "--timeout {:?}: use a positive Go duration such as 30m",
+                    target.timeout
+                ))
+            })?;
+        body["conflict"] =
+            json!({"strategy": "queue", "timeout_seconds": timeout.as_secs().max(1)});
+    }
     Ok(body)
 }
 

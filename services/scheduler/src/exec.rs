@@ -146,22 +146,25 @@ impl Executor {
         let mut results = Vec::new();
         for rack in &request.racks {
             let outcome = match self.submit_rack(request, rack).await {
-                Ok(Submitted::Created(id)) => RackOutcome {
-                    rack: rack.0.clone(),
-                    task_id: Some(id),
-                    duplicate: false,
-                    error: None,
-                },
-                Ok(Submitted::Duplicate(id)) => RackOutcome {
-                    rack: rack.0.clone(),
-                    task_id: Some(id),
-                    duplicate: true,
-                    error: None,
-                },
+                Ok(submitted) => {
+                    let (id, duplicate, queued) = match submitted {
+                        Submitted::Created(id) => (id, false, false),
+                        Submitted::Duplicate(id) => (id, true, false),
+                        Submitted::Queued(id) => (id, false, true),
+                    };
+                    RackOutcome {
+                        rack: rack.0.clone(),
+                        task_id: Some(id),
+                        duplicate,
+                        queued,
+                        error: None,
+                    }
+                }
                 Err(error) => RackOutcome {
                     rack: rack.0.clone(),
                     task_id: None,
                     duplicate: false,
+                    queued: false,
                     error: Some(error),
                 },
             };
@@ -239,6 +242,12 @@ impl Executor {
             components,
             firmware: request.firmware.clone(),
             steps,
+            queue_timeout: match request.conflict {
+                flow_protocol::api::ConflictStrategy::Reject => None,
+                flow_protocol::api::ConflictStrategy::Queue { timeout_seconds } => {
+                    Some(Duration::from_secs(timeout_seconds))
+                }
+            },
         };
         self.store.create_task(&task).await.map_err(store_api_error)
     }
@@ -294,6 +303,9 @@ impl Executor {
             }
             if let Err(error) = self.publish_outbox().await {
                 tracing::warn!(error = %error, "outbox publish failed; will retry");
+            }
+            if let Err(error) = self.store.sweep_queues().await {
+                tracing::warn!(error = %error, "queue sweep failed");
             }
             match self.store.fail_overdue_steps().await {
                 Ok(failed) => {

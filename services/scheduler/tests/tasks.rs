@@ -606,3 +606,63 @@ async fn firmware_upgrade_and_decommission_tasks_on_the_simulator() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_busy_rack_refuses_or_queues_fifo_with_expiry() {
+    let env = Env::new(InitialPower::On).await;
+    env.ok(
+        "rule.create",
+        json!({"name": "slow status", "operation_type": "power_control", "operation": "warm_reset",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "pre_operation": [{"name": "Sleep", "parameters": {"duration": "2s"}}],
+             "main_operation": {"name": "GetPowerStatus", "timeout": "5s"}}]}}),
+    )
+    .await;
+    let first = env.submit("q-1", "warm_reset", json!({})).await;
+    let first = first["task_id"].as_str().unwrap().to_owned();
+    let refused = env.submit("q-2", "warm_reset", json!({})).await;
+    assert_eq!(refused["error"]["code"], "conflict", "{refused}");
+    let queue = |secs: u64| json!({"conflict": {"strategy": "queue", "timeout_seconds": secs}});
+    let second = env.submit("q-3", "warm_reset", queue(600)).await;
+    assert_eq!(second["queued"], true, "{second}");
+    let second = second["task_id"].as_str().unwrap().to_owned();
+    let third = env.submit("q-4", "warm_reset", queue(1)).await;
+    let third = third["task_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        env.ok("task.get", json!({"id": second})).await["status"],
+        "waiting"
+    );
+
+    assert_eq!(env.finish(&first).await["status"], "completed");
+    // FIFO: the second runs; the third's second of patience ran out first.
+    let t = env.finish(&third).await;
+    assert_eq!(t["status"], "failed");
+    assert!(
+        t["message"]
+            .as_str()
+            .unwrap()
+            .contains("expired while queued"),
+        "{t}"
+    );
+    assert_eq!(env.finish(&second).await["status"], "completed");
+    // A queued task can be cancelled before it starts.
+    let a = env.submit("q-5", "warm_reset", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let b = env.submit("q-6", "warm_reset", queue(600)).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(
+        env.ok("task.cancel", json!({"id": b})).await["cancelling"],
+        false
+    );
+    assert_eq!(
+        env.ok("task.get", json!({"id": b})).await["status"],
+        "terminated"
+    );
+    assert_eq!(env.finish(&a).await["status"], "completed");
+    env.stop().await;
+}

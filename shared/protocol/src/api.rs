@@ -394,6 +394,29 @@ pub struct TaskSubmit {
     /// Firmware images by component type (firmware operations).
     #[serde(default)]
     pub firmware: std::collections::BTreeMap<ComponentType, crate::jobs::FirmwareImage>,
+    /// What to do when a rack is busy: refuse (default) or queue.
+    #[serde(default)]
+    pub conflict: ConflictStrategy,
+}
+
+/// What a submission does when a rack already has an unfinished task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "strategy", deny_unknown_fields)]
+pub enum ConflictStrategy {
+    /// Refuse with the reason.
+    #[default]
+    Reject,
+    /// Wait (at most 5 per rack, FIFO) until the rack is free, or fail
+    /// after `timeout_seconds` (default 3600).
+    Queue {
+        /// How long to wait.
+        #[serde(default = "default_queue_timeout")]
+        timeout_seconds: u64,
+    },
+}
+
+fn default_queue_timeout() -> u64 {
+    3600
 }
 
 /// `task.get`, `task.cancel`.
@@ -424,6 +447,9 @@ pub struct RackOutcome {
     /// True when the request ID had already created this task.
     #[serde(default)]
     pub duplicate: bool,
+    /// True when the task waits for the rack.
+    #[serde(default)]
+    pub queued: bool,
     /// Why no task was created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ApiError>,

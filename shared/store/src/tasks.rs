@@ -53,7 +53,12 @@ pub struct NewTask {
     pub firmware: BTreeMap<ComponentType, FirmwareImage>,
     /// The plan's steps.
     pub steps: Vec<NewStep>,
+    /// Wait this long for a busy rack instead of being refused.
+    pub queue_timeout: Option<std::time::Duration>,
 }
+
+/// Most tasks that may wait for one rack (reference `execution.md` §2.7).
+pub const MAX_WAITING_PER_RACK: i64 = 5;
 
 /// The result of a submission for one rack.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -62,6 +67,8 @@ pub enum Submitted {
     Created(TaskId),
     /// The same request was already submitted: its task.
     Duplicate(TaskId),
+    /// The rack is busy: the task waits (FIFO) until it is free.
+    Queued(TaskId),
 }
 
 /// What applying a result did.
@@ -193,7 +200,68 @@ async fn start_next_stage(
     Ok(true)
 }
 
+/// Finishes a task, cancels its open steps, and promotes the oldest task
+/// waiting for the same rack (expiring the ones whose time has passed).
+/// Returns whether running steps must be told to stop.
 async fn finish_task(
+    conn: &mut PgConnection,
+    task: TaskId,
+    status: &'static str,
+    message: &str,
+) -> Result<bool, StoreError> {
+    let cancel = finish_one(conn, task, status, message).await?;
+    let rack: Option<Uuid> = sqlx::query_scalar("SELECT rack_id FROM tasks WHERE id = $1")
+        .bind(task.as_uuid())
+        .fetch_optional(&mut *conn)
+        .await?;
+    if let Some(rack) = rack {
+        promote_waiting(conn, RackId(rack)).await?;
+    }
+    Ok(cancel)
+}
+
+/// Expires waiting tasks of a rack past their time, then starts the oldest
+/// waiting one (FIFO) if the rack is free.
+async fn promote_waiting(conn: &mut PgConnection, rack: RackId) -> Result<(), StoreError> {
+    lock_rack(conn, rack).await?;
+    sqlx::query(
+        "UPDATE tasks SET status = 'failed', message = 'expired while queued: the rack stayed busy', \
+         finished_at = now(), updated_at = now() WHERE rack_id = $1 AND status = 'waiting' \
+         AND queue_expires_at < now()",
+    )
+    .bind(rack.as_uuid())
+    .execute(&mut *conn)
+    .await?;
+    let busy: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM tasks WHERE rack_id = $1 AND status IN ('pending', 'running')",
+    )
+    .bind(rack.as_uuid())
+    .fetch_one(&mut *conn)
+    .await?;
+    if busy > 0 {
+        return Ok(());
+    }
+    let next: Option<Uuid> = sqlx::query_scalar(
+        "SELECT id FROM tasks WHERE rack_id = $1 AND status = 'waiting' ORDER BY created_at, id LIMIT 1",
+    )
+    .bind(rack.as_uuid())
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(next) = next else { return Ok(()) };
+    let next = TaskId(next);
+    sqlx::query(
+        "UPDATE tasks SET status = 'running', started_at = now(), updated_at = now() WHERE id = $1 AND status = 'waiting'",
+    )
+    .bind(next.as_uuid())
+    .execute(&mut *conn)
+    .await?;
+    if !start_next_stage(conn, next, None).await? {
+        finish_one(conn, next, "failed", "nothing to do").await?;
+    }
+    Ok(())
+}
+
+async fn finish_one(
     conn: &mut PgConnection,
     task: TaskId,
     status: &'static str,
@@ -243,12 +311,30 @@ impl Store {
         .bind(task.rack_id.as_uuid())
         .fetch_optional(&mut *tx)
         .await?;
-        if let Some((id, status, op)) = busy {
-            return Err(StoreError::Conflict(format!(
-                "rack {} already has task {id} ({op}, {status}); wait for it or cancel it",
-                task.rack_name
-            )));
-        }
+        let waiting = match (busy, task.queue_timeout) {
+            (None, _) => None,
+            (Some((id, status, op)), None) => {
+                return Err(StoreError::Conflict(format!(
+                    "rack {} already has task {id} ({op}, {status}); wait for it, cancel it, or submit with the queue strategy",
+                    task.rack_name
+                )));
+            }
+            (Some(_), Some(timeout)) => {
+                let queued: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM tasks WHERE rack_id = $1 AND status = 'waiting'",
+                )
+                .bind(task.rack_id.as_uuid())
+                .fetch_one(&mut *tx)
+                .await?;
+                if queued >= MAX_WAITING_PER_RACK {
+                    return Err(StoreError::Conflict(format!(
+                        "rack {} already has {queued} queued tasks (at most {MAX_WAITING_PER_RACK})",
+                        task.rack_name
+                    )));
+                }
+                Some(timeout)
+            }
+        };
         let id = TaskId::new();
         let corrupt = |e: serde_json::Error| StoreError::Corrupt {
             what: "new task".into(),
@@ -257,7 +343,8 @@ impl Store {
         sqlx::query(
             "INSERT INTO tasks (id, request_id, rack_id, rack_name, operation_type, operation_code, \
              status, rule_id, rule_revision, rule_source, rule_name, rule_snapshot, components, firmware, \
-             started_at) VALUES ($1, $2, $3, $4, $5, $6, 'running', $7, $8, $9, $10, $11, $12, $13, now())",
+             started_at, queue_expires_at) VALUES ($1, $2, $3, $4, $5, $6, $14, $7, $8, $9, $10, $11, $12, $13, \
+             CASE WHEN $14 = 'running' THEN now() END, now() + $15 * interval '1 millisecond')",
         )
         .bind(id.as_uuid())
         .bind(&task.request_id)
@@ -272,6 +359,8 @@ impl Store {
         .bind(&task.rule.definition)
         .bind(serde_json::to_value(&task.components).map_err(corrupt)?)
         .bind(serde_json::to_value(&task.firmware).map_err(corrupt)?)
+        .bind(if waiting.is_some() { "waiting" } else { "running" })
+        .bind(waiting.map(|t| i64::try_from(t.as_millis()).unwrap_or(i64::MAX)))
         .execute(&mut *tx)
         .await?;
         for s in &task.steps {
@@ -288,6 +377,10 @@ impl Store {
             .bind(i64::try_from(s.budget_ms).unwrap_or(i64::MAX))
             .execute(&mut *tx)
             .await?;
+        }
+        if waiting.is_some() {
+            tx.commit().await?;
+            return Ok(Submitted::Queued(id));
         }
         if !start_next_stage(&mut tx, id, None).await? {
             finish_task(&mut tx, id, "failed", "nothing to do").await?;
@@ -440,8 +533,35 @@ impl Store {
         match status.as_deref() {
             None => Err(StoreError::NotFound(format!("task {task} not found"))),
             Some("running" | "pending") => Ok(true),
+            Some("waiting") => {
+                // Never started: terminated at once, nothing to stop.
+                sqlx::query(
+                    "UPDATE tasks SET status = 'terminated', message = 'cancelled while queued', \
+                     finished_at = now(), updated_at = now() WHERE id = $1 AND status = 'waiting'",
+                )
+                .bind(task.as_uuid())
+                .execute(self.pool())
+                .await?;
+                Ok(false)
+            }
             Some(_) => Ok(false),
         }
+    }
+
+    /// Expires queued tasks past their time and promotes waiting tasks of
+    /// free racks (the sweeper's safety net; promotion normally happens when
+    /// the task before finishes).
+    pub async fn sweep_queues(&self) -> Result<(), StoreError> {
+        let racks: Vec<Uuid> =
+            sqlx::query_scalar("SELECT DISTINCT rack_id FROM tasks WHERE status = 'waiting'")
+                .fetch_all(self.pool())
+                .await?;
+        for rack in racks {
+            let mut tx = self.pool().begin().await?;
+            promote_waiting(&mut tx, RackId(rack)).await?;
+            tx.commit().await?;
+        }
+        Ok(())
     }
 
     /// Claims up to `limit` unpublished outbox messages: `(id, subject,
