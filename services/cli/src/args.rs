@@ -43,6 +43,8 @@ pub enum Command {
     /// Tasks: list, show, watch, cancel.
     #[command(subcommand)]
     Task(TaskCommand),
+    /// The pipeline at a glance: streams, consumers, workers, tasks by status.
+    Status,
 }
 
 /// Which racks and components an operation targets.

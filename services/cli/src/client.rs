@@ -82,6 +82,11 @@ impl Client {
         })
     }
 
+    /// The underlying NATS connection (for JetStream figures).
+    pub fn nats(&self) -> &async_nats::Client {
+        &self.nats
+    }
+
     /// Calls an endpoint.
     pub async fn call<Req: Serialize, Rep: DeserializeOwned>(
         &self,

@@ -71,6 +71,7 @@ async fn main() -> ExitCode {
         Command::Firmware(a) => task::firmware(s, out, a).await,
         Command::Decommission(a) => task::decommission(s, out, a).await,
         Command::Task(c) => task::task(s, out, c).await,
+        Command::Status => task::status(s, out).await,
     };
     ExitCode::from(outcome as u8)
 }

@@ -308,3 +308,28 @@ async fn without_a_scheduler_or_nats_the_cli_says_so_and_exits_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("FLOW_NATS_URL: \"http://nope\" is not a NATS URL"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flow_status_shows_the_pipeline() {
+    let env = Env::new().await;
+    let status = env.json(&["status"]).await;
+    let streams: Vec<&str> = status["streams"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stream"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        streams,
+        ["FLOW_TASKS", "FLOW_JOBS", "FLOW_RESULTS", "FLOW_EVENTS"]
+    );
+    assert_eq!(status["streams"][1]["consumer"], "flow-workers");
+    assert_eq!(status["streams"][1]["pending"], 0);
+    assert_eq!(status["tasks"], serde_json::json!({}));
+    let text = env.ok(&["status"]).await;
+    assert!(
+        text.contains("FLOW_JOBS") && text.contains("Tasks: none"),
+        "{text}"
+    );
+    env.stop().await;
+}

@@ -309,6 +309,12 @@ pub async fn handle(store: &Store, executor: &Executor, name: &str, body: &[u8])
             })
             .await
         }
+        endpoint::TASK_COUNTS => {
+            run(body, |_: RackList| async move {
+                store.task_counts().await.map_err(store_error)
+            })
+            .await
+        }
         other => encode_reply::<()>(&Err(ApiError::new(
             ErrorCode::BadRequest,
             format!("unknown endpoint {other:?}"),

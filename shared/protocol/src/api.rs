@@ -204,9 +204,11 @@ pub mod endpoint {
     pub const TASK_LIST: &str = "task.list";
     /// Cancel a task at its next action boundary.
     pub const TASK_CANCEL: &str = "task.cancel";
+    /// Tasks by status.
+    pub const TASK_COUNTS: &str = "task.counts";
 
     /// All of them.
-    pub const ALL: [&str; 19] = [
+    pub const ALL: [&str; 20] = [
         RULE_CREATE,
         RULE_BATCH_CREATE,
         RULE_GET,
@@ -226,6 +228,7 @@ pub mod endpoint {
         TASK_GET,
         TASK_LIST,
         TASK_CANCEL,
+        TASK_COUNTS,
     ];
 }
 

@@ -610,6 +610,16 @@ impl Store {
         row.ok_or_else(|| StoreError::NotFound(format!("task {task} not found")))
     }
 
+    /// How many tasks have each status.
+    pub async fn task_counts(&self) -> Result<Value, StoreError> {
+        Ok(sqlx::query_scalar(
+            "SELECT COALESCE(jsonb_object_agg(status, n), '{}'::jsonb) FROM \
+             (SELECT status, count(*) AS n FROM tasks GROUP BY status) q",
+        )
+        .fetch_one(self.pool())
+        .await?)
+    }
+
     /// Recent tasks, newest first.
     pub async fn list_tasks(&self, limit: i64) -> Result<Value, StoreError> {
         Ok(sqlx::query_scalar(
