@@ -445,19 +445,17 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
                         entry["messages"] = json!(info.state.messages);
                         entry["bytes"] = json!(info.state.bytes);
                     }
-                    if let Some(c) = consumer {
-                        if let Ok(mut consumer) = stream
+                    if let Some(c) = consumer
+                        && let Ok(mut consumer) = stream
                             .get_consumer::<async_nats::jetstream::consumer::pull::Config>(c)
                             .await
-                        {
-                            if let Ok(info) = consumer.info().await {
-                                entry["consumer"] = json!(c);
-                                entry["pending"] = json!(info.num_pending);
-                                entry["in_flight"] = json!(info.num_ack_pending);
-                                entry["redelivered"] = json!(info.num_redelivered);
-                                entry["waiting_pulls"] = json!(info.num_waiting);
-                            }
-                        }
+                        && let Ok(info) = consumer.info().await
+                    {
+                        entry["consumer"] = json!(c);
+                        entry["pending"] = json!(info.num_pending);
+                        entry["in_flight"] = json!(info.num_ack_pending);
+                        entry["redelivered"] = json!(info.num_redelivered);
+                        entry["waiting_pulls"] = json!(info.num_waiting);
                     }
                 }
                 Err(_) => entry["missing"] = json!(true),
