@@ -666,3 +666,38 @@ async fn a_busy_rack_refuses_or_queues_fifo_with_expiry() {
     assert_eq!(env.finish(&a).await["status"], "completed");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_schedulers_never_advance_a_task_twice() {
+    let mut env = Env::new(InitialPower::Off).await;
+    // A second scheduler on the same database and NATS server: both consume
+    // results, both sweep the outbox and deadlines.
+    let store = Store::connect(env._db.url(), 5).await.unwrap();
+    let second = Scheduler::start(env.client.clone(), store).await.unwrap();
+    env.ok(
+        "rule.create",
+        json!({"name": "on", "operation_type": "power_control", "operation": "power_on",
+                                 "definition": fast_rule("on"), "is_default": true}),
+    )
+    .await;
+    let task = env.submit("two-sched", "power_on", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    for step in t["steps"].as_array().unwrap() {
+        if step["status"] != "skipped" {
+            // One generation: each step was queued once, not by both.
+            assert_eq!(step["generation"], 1, "{step}");
+            assert!(!step["results"].as_object().unwrap().is_empty(), "{step}");
+        }
+    }
+    // Every component was commanded exactly once.
+    for (name, n) in env.commands() {
+        assert_eq!(n, 1, "{name} commanded {n} times");
+    }
+    second.stop().await.unwrap();
+    env.scheduler.take().unwrap().stop().await.unwrap();
+    env.stop().await;
+}

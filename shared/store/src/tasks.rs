@@ -600,7 +600,7 @@ impl Store {
                 'stage', s.stage, 'component_type', s.component_type, 'status', s.status, \
                 'components', s.components, 'budget_ms', s.budget_ms, 'deadline', s.deadline, \
                 'started_at', s.started_at, 'finished_at', s.finished_at, 'error', s.error, \
-                'results', s.results, 'calls', s.calls) ORDER BY s.stage, s.step_index) \
+                'results', s.results, 'calls', s.calls, 'generation', s.generation) ORDER BY s.stage, s.step_index) \
                 FROM task_steps s WHERE s.task_id = t.id), '[]'::jsonb)) \
              FROM tasks t WHERE t.id = $1",
         )
