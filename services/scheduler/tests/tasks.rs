@@ -246,6 +246,7 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
         )
         .await;
     }
+    let mut events = env.client.subscribe("flow.events.task.>").await.unwrap();
     let outcome = env.submit("req-on", "power_on", json!({})).await;
     let task = outcome["task_id"]
         .as_str()
@@ -299,6 +300,36 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
         env.power().await.iter().all(|(_, p)| p == "On"),
         "{:?}",
         env.power().await
+    );
+    // Progress events on FLOW_EVENTS, in order, ending with the outcome.
+    let mut kinds = Vec::new();
+    loop {
+        let msg = tokio::time::timeout(Duration::from_secs(10), futures_next(&mut events))
+            .await
+            .expect("events");
+        let e: Value = serde_json::from_slice(&msg.payload).unwrap();
+        assert_eq!(e["task_id"], task.as_str());
+        let detail = match e["stage"].as_i64() {
+            Some(stage) => stage.to_string(),
+            None => e["status"].as_str().unwrap_or_default().to_owned(),
+        };
+        let done = e["kind"] == "task_finished";
+        kinds.push(format!("{}:{detail}", e["kind"].as_str().unwrap()));
+        if done {
+            break;
+        }
+    }
+    assert_eq!(
+        kinds,
+        [
+            "stage_started:1",
+            "step_finished:1",
+            "stage_started:2",
+            "step_finished:2",
+            "stage_started:3",
+            "step_finished:3",
+            "task_finished:completed"
+        ]
     );
 
     let off = env.submit("req-off", "power_off", json!({})).await;

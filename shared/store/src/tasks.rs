@@ -101,6 +101,28 @@ fn now_ms() -> u64 {
     u64::try_from(OffsetDateTime::now_utc().unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
 }
 
+/// Queues a task event for `flow.events.task.<task>` in the same
+/// transaction as the change it reports (so events are never lost and never
+/// report a change that was rolled back).
+async fn event(
+    conn: &mut PgConnection,
+    task: TaskId,
+    msg_id: String,
+    body: Value,
+) -> Result<(), StoreError> {
+    let mut body = body;
+    body["schema"] = json!(1);
+    body["task_id"] = json!(task);
+    body["at_ms"] = json!(now_ms());
+    sqlx::query("INSERT INTO outbox (subject, msg_id, payload) VALUES ($1, $2, $3)")
+        .bind(flow_protocol::jobs::event_subject(task))
+        .bind(format!("event/{task}/{msg_id}"))
+        .bind(body)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 async fn lock_rack(conn: &mut PgConnection, rack: RackId) -> Result<(), StoreError> {
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('flow.rack/' || $1::text))")
         .bind(rack.as_uuid())
@@ -165,6 +187,13 @@ async fn start_next_stage(
         .bind(stage)
         .execute(&mut *conn)
         .await?;
+    event(
+        conn,
+        task,
+        format!("stage/{stage}"),
+        json!({"kind": "stage_started", "stage": stage, "steps": steps.iter().map(|s| s.0).collect::<Vec<_>>()}),
+    )
+    .await?;
     for (step_index, budget_ms, generation) in steps {
         let step = rule
             .steps
@@ -285,6 +314,15 @@ async fn finish_one(
     .execute(&mut *conn)
     .await?
     .rows_affected();
+    if n > 0 {
+        event(
+            conn,
+            task,
+            "finished".to_owned(),
+            json!({"kind": "task_finished", "status": status, "message": message}),
+        )
+        .await?;
+    }
     Ok(n > 0 && cancelled > 0)
 }
 
@@ -435,6 +473,14 @@ impl Store {
         .bind(json!(result.components))
         .bind(i64::try_from(result.calls).unwrap_or(i64::MAX))
         .execute(&mut *tx)
+        .await?;
+        event(
+            &mut tx,
+            task,
+            format!("step/{}.{}", result.id.step_index, result.id.generation),
+            json!({"kind": "step_finished", "stage": stage, "step_index": result.id.step_index,
+                   "status": new_status, "error": error, "calls": result.calls}),
+        )
         .await?;
         let applied = match &result.outcome {
             StepOutcome::Failed { .. } => {
