@@ -189,8 +189,22 @@ async fn handle(
     };
     let key = checkpoint_key(&job);
     let mut cp: Checkpoint = match kv.get(&key).await {
-        Ok(Some(bytes)) => serde_json::from_slice(&bytes).unwrap_or_default(),
-        _ => Checkpoint::default(),
+        Ok(None) => Checkpoint::default(),
+        Ok(Some(bytes)) => match serde_json::from_slice(&bytes) {
+            Ok(cp) => cp,
+            Err(error) => {
+                // A checkpoint this worker cannot read (another version?):
+                // starting over repeats only idempotent calls, so go on.
+                tracing::warn!(error = %error, key = %key, "unreadable checkpoint: starting the step over");
+                Checkpoint::default()
+            }
+        },
+        Err(error) => {
+            // Do not run blind: the checkpoint may exist. Try again soon.
+            tracing::warn!(error = %error, key = %key, "checkpoint not readable now; job handed back");
+            let _ = message.ack_with(AckKind::Nak(Some(Duration::from_secs(1)))).await;
+            return;
+        }
     };
     let clock = SystemClock;
     let started_ms = cp
