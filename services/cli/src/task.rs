@@ -357,9 +357,49 @@ fn print_task(task: &Value, full: bool) {
 /// Follows a task until it finishes: one line per step change, then the
 /// per-stage summary. Returns whether it completed.
 async fn watch(client: &Client, out: Output, id: &str) -> Result<bool, ClientError> {
+    use futures::StreamExt;
     let started = Instant::now();
     let mut last: BTreeMap<String, String> = BTreeMap::new();
+    // Live progress from the workers (current action, components done).
+    let mut events = client
+        .nats()
+        .subscribe(flow_protocol::jobs::event_subject(
+            id.parse()
+                .map_err(|_| bad(format!("{id:?} is not a task ID")))?,
+        ))
+        .await
+        .ok();
     loop {
+        if let Some(sub) = events.as_mut() {
+            let deadline = tokio::time::sleep(WATCH_EVERY);
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    // Cancel-safe: a subscription message not yet yielded stays queued.
+                    msg = sub.next() => {
+                        let Some(msg) = msg else { break };
+                        let Ok(e) = serde_json::from_slice::<Value>(&msg.payload) else { continue };
+                        if e["kind"] == "step_progress" && !out.json {
+                            let key = format!("progress/{}/{}", str_of(&e["stage"]), str_of(&e["component_type"]));
+                            let line = format!(
+                                "  stage {} {:<10} {:<40} {}/{} done{}",
+                                str_of(&e["stage"]),
+                                str_of(&e["component_type"]),
+                                str_of(&e["action"]),
+                                str_of(&e["done"]),
+                                str_of(&e["total"]),
+                                if e["failed"].as_u64().unwrap_or(0) > 0 { format!(", {} failed", str_of(&e["failed"])) } else { String::new() },
+                            );
+                            if last.get(&key) != Some(&line) {
+                                println!("[{:>6.1}s]{line}", started.elapsed().as_secs_f64());
+                                last.insert(key, line);
+                            }
+                        }
+                    }
+                    _ = &mut deadline => break,
+                }
+            }
+        }
         let task: Value = client.call(endpoint::TASK_GET, &json!({"id": id})).await?;
         let status = str_of(&task["status"]);
         if !out.json {
@@ -417,7 +457,9 @@ async fn watch(client: &Client, out: Output, id: &str) -> Result<bool, ClientErr
             }
             return Ok(status == "completed");
         }
-        tokio::time::sleep(WATCH_EVERY).await;
+        if events.is_none() {
+            tokio::time::sleep(WATCH_EVERY).await;
+        }
     }
 }
 

@@ -165,6 +165,45 @@ async fn watch_cancels(kv: kv::Store, cancelled: Arc<Mutex<HashSet<TaskId>>>) {
     }
 }
 
+/// Publishes a `step_progress` event when the current action or the count
+/// of finished components changed (best effort: progress is for watchers;
+/// the outcome travels as a result).
+async fn report_progress(
+    js: &jetstream::Context,
+    job: &JobMessage,
+    cp: &Checkpoint,
+    last: &mut Option<(usize, usize, usize)>,
+) {
+    let done = cp
+        .components
+        .values()
+        .filter(|c| c.status == ComponentStatus::Done)
+        .count();
+    let failed = cp
+        .components
+        .values()
+        .filter(|c| c.status == ComponentStatus::Failed)
+        .count();
+    let now = (cp.action, done, failed);
+    if *last == Some(now) {
+        return;
+    }
+    *last = Some(now);
+    let event = serde_json::json!({
+        "schema": 1, "task_id": job.id.task, "kind": "step_progress", "stage": job.stage,
+        "step_index": job.id.step_index, "component_type": job.job.step.component_type,
+        "action": flow_engine::exec::action_label(&job.job, cp.action).unwrap_or_else(|| "done".to_owned()),
+        "done": done, "failed": failed, "total": job.job.components.len(),
+        "at_ms": SystemClock.now_ms(),
+    });
+    if let Ok(body) = serde_json::to_vec(&event) {
+        let _ = js
+            .client()
+            .publish(flow_protocol::jobs::event_subject(job.id.task), body.into())
+            .await;
+    }
+}
+
 fn checkpoint_key(message: &JobMessage) -> String {
     format!("job.{}", message.id)
 }
@@ -202,7 +241,9 @@ async fn handle(
         Err(error) => {
             // Do not run blind: the checkpoint may exist. Try again soon.
             tracing::warn!(error = %error, key = %key, "checkpoint not readable now; job handed back");
-            let _ = message.ack_with(AckKind::Nak(Some(Duration::from_secs(1)))).await;
+            let _ = message
+                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                .await;
             return;
         }
     };
@@ -218,6 +259,7 @@ async fn handle(
             .unwrap_or_else(|e| e.into_inner())
             .contains(&task)
     };
+    let mut last_report = None;
     let span =
         tracing::info_span!("step", task_id = %task, step = job.id.step_index, stage = job.stage);
     let _enter = span.enter();
@@ -236,6 +278,7 @@ async fn handle(
         };
         let progress = advance(&job.job, &mut cp, registry, &clock, &is_cancelled).await;
         ticker.abort();
+        report_progress(&js, &job, &cp, &mut last_report).await;
         if let Ok(bytes) = serde_json::to_vec(&cp)
             && let Err(error) = kv.put(&key, bytes.into()).await
         {

@@ -55,6 +55,11 @@ enum Call {
     Fail(String),
 }
 
+/// The label of the step's action at `index` (`main_operation (PowerControl)`).
+pub fn action_label(job: &StepJob, index: usize) -> Option<String> {
+    actions(job).into_iter().nth(index).map(|(label, _)| label)
+}
+
 fn actions(job: &StepJob) -> Vec<(String, &Action)> {
     let step = &job.step;
     let mut list = Vec::new();
