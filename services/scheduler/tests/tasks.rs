@@ -303,6 +303,7 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
     );
     // Progress events on FLOW_EVENTS, in order, ending with the outcome.
     let mut kinds = Vec::new();
+    let mut progress = 0;
     loop {
         let msg = tokio::time::timeout(Duration::from_secs(10), futures_next(&mut events))
             .await
@@ -314,6 +315,12 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
             None => e["status"].as_str().unwrap_or_default().to_owned(),
         };
         let done = e["kind"] == "task_finished";
+        if e["kind"] == "step_progress" {
+            // Best-effort live progress from the workers, between the
+            // transactional events.
+            progress += 1;
+            continue;
+        }
         kinds.push(format!("{}:{detail}", e["kind"].as_str().unwrap()));
         if done {
             break;
@@ -331,6 +338,7 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
             "task_finished:completed"
         ]
     );
+    assert!(progress >= 3, "each step reported progress at least once");
 
     let off = env.submit("req-off", "power_off", json!({})).await;
     let t = env.finish(off["task_id"].as_str().unwrap()).await;
