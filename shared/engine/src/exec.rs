@@ -292,6 +292,9 @@ async fn per_component(
                 }
             });
             let results = futures::future::join_all(calls).await;
+            // Waits count from the end of the calls (a backoff or a poll
+            // interval is the pause after an answer, not after a request).
+            let spent = clock.now_ms().saturating_sub(now);
             for (name, mut state, call) in results {
                 cp.calls += 1;
                 match call {
@@ -299,7 +302,7 @@ async fn per_component(
                         state.status = ComponentStatus::Done;
                         cp.results.insert(name.clone(), result);
                     }
-                    Call::Again(at) => state.next_at_ms = at,
+                    Call::Again(at) => state.next_at_ms = at.saturating_add(spent),
                     Call::Fail(error) => {
                         state.status = ComponentStatus::Failed;
                         state.last_error = Some(error);
