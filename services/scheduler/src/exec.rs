@@ -29,6 +29,18 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// JetStream redelivers it (workers send progress while working).
 pub const JOB_ACK_WAIT: Duration = Duration::from_secs(30);
 
+/// A durable pull consumer that never gives up on a message (naks with a
+/// delay count as deliveries; deadlines, not delivery counts, end work).
+fn durable(name: &str, ack_wait: Duration) -> consumer::pull::Config {
+    consumer::pull::Config {
+        durable_name: Some(name.to_owned()),
+        ack_policy: consumer::AckPolicy::Explicit,
+        ack_wait,
+        max_deliver: -1,
+        ..Default::default()
+    }
+}
+
 /// Creates the streams, consumers and bucket (idempotent). `job_ack_wait`
 /// is how long a job may go without an ack or progress before another
 /// worker gets it ([`JOB_ACK_WAIT`] in production).
@@ -50,13 +62,7 @@ pub async fn ensure_jetstream(
     tasks
         .get_or_create_consumer(
             CONSUMER_SUBMIT,
-            consumer::pull::Config {
-                durable_name: Some(CONSUMER_SUBMIT.to_owned()),
-                ack_policy: consumer::AckPolicy::Explicit,
-                ack_wait: Duration::from_secs(30),
-                max_deliver: -1,
-                ..Default::default()
-            },
+            durable(CONSUMER_SUBMIT, Duration::from_secs(30)),
         )
         .await?;
     let jobs = js
@@ -79,27 +85,16 @@ pub async fn ensure_jetstream(
     jobs.get_or_create_consumer(
         flow_protocol::jobs::CONSUMER_WORKERS,
         consumer::pull::Config {
-            durable_name: Some(flow_protocol::jobs::CONSUMER_WORKERS.to_owned()),
-            ack_policy: consumer::AckPolicy::Explicit,
-            ack_wait: job_ack_wait,
-            // Naks with a delay count as deliveries: never give up on a job
-            // (the scheduler's deadline ends it).
-            max_deliver: -1,
+            // Jobs held by workers at once, across all workers.
             max_ack_pending: 1024,
-            ..Default::default()
+            ..durable(flow_protocol::jobs::CONSUMER_WORKERS, job_ack_wait)
         },
     )
     .await?;
     results
         .get_or_create_consumer(
             CONSUMER_SCHEDULER,
-            consumer::pull::Config {
-                durable_name: Some(CONSUMER_SCHEDULER.to_owned()),
-                ack_policy: consumer::AckPolicy::Explicit,
-                ack_wait: Duration::from_secs(30),
-                max_deliver: -1,
-                ..Default::default()
-            },
+            durable(CONSUMER_SCHEDULER, Duration::from_secs(30)),
         )
         .await?;
     js.create_key_value(jetstream::kv::Config {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flow_hardware::lifecycle::LifecycleClient;
-use flow_hardware::redfish::{RedfishManager, RedfishSettings, TYPES};
+use flow_hardware::redfish::RedfishSettings;
 use flow_hardware::{CredentialStore, ManagerRegistry};
 use flow_protocol::api::decode_reply;
 use flow_protocol::subjects::api_subject;
@@ -35,19 +35,7 @@ fn registry(sim: &Simulator) -> ManagerRegistry {
         Arc::clone(&credentials),
         "sim-bmc",
     );
-    let mut registry = ManagerRegistry::new();
-    for t in TYPES {
-        registry.register(Arc::new(
-            RedfishManager::new(
-                t,
-                &settings,
-                Arc::clone(&credentials),
-                Some(lifecycle.clone()),
-            )
-            .unwrap(),
-        ));
-    }
-    registry
+    flow_hardware::redfish::registry(&settings, credentials, Some(lifecycle)).unwrap()
 }
 
 impl Env {

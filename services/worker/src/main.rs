@@ -6,9 +6,9 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::Parser;
 use flow_config::{InitialConnect, Settings, connect_nats};
+use flow_hardware::CredentialStore;
 use flow_hardware::lifecycle::LifecycleClient;
-use flow_hardware::redfish::{RedfishManager, RedfishSettings, TYPES};
-use flow_hardware::{CredentialStore, ManagerRegistry};
+use flow_hardware::redfish::RedfishSettings;
 use flow_worker::WorkerConfig;
 
 /// Flow worker: pulls step jobs and drives the hardware.
@@ -68,15 +68,7 @@ async fn main() -> anyhow::Result<()> {
         )),
         None => None,
     };
-    let mut registry = ManagerRegistry::new();
-    for t in TYPES {
-        registry.register(Arc::new(RedfishManager::new(
-            t,
-            &redfish,
-            Arc::clone(&credentials),
-            lifecycle.clone(),
-        )?));
-    }
+    let registry = flow_hardware::redfish::registry(&redfish, credentials, lifecycle)?;
     let client = connect_nats(&settings.nats, "flow-worker", InitialConnect::Retry)
         .await
         .context("cannot connect to NATS (FLOW_NATS_URL)")?;

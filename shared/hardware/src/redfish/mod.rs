@@ -117,6 +117,25 @@ pub const TYPES: [ComponentType; 3] = [
     ComponentType::PowerShelf,
 ];
 
+/// A registry with the Redfish manager of every type it serves ([`TYPES`]),
+/// sharing one credential store and, when given, one lifecycle client.
+pub fn registry(
+    settings: &RedfishSettings,
+    credentials: Arc<CredentialStore>,
+    lifecycle: Option<LifecycleClient>,
+) -> Result<crate::ManagerRegistry, HardwareError> {
+    let mut registry = crate::ManagerRegistry::new();
+    for t in TYPES {
+        registry.register(Arc::new(RedfishManager::new(
+            t,
+            settings,
+            Arc::clone(&credentials),
+            lifecycle.clone(),
+        )?));
+    }
+    Ok(registry)
+}
+
 /// The Redfish manager of one component type.
 pub struct RedfishManager {
     descriptor: ManagerDescriptor,
