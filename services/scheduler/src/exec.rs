@@ -319,96 +319,107 @@ impl Executor {
     /// Consumes step results until `stop`: each is applied in one
     /// transaction, then acknowledged.
     pub async fn run_results(self, stop: Arc<Notify>) -> Result<(), async_nats::Error> {
-        let stream = self.js.get_stream(STREAM_RESULTS).await?;
-        let consumer: consumer::PullConsumer = stream.get_consumer(CONSUMER_SCHEDULER).await?;
-        let mut messages = consumer.messages().await?;
-        loop {
-            let message = tokio::select! {
-                _ = stop.notified() => return Ok(()),
-                // Cancel-safe: a message not yet yielded stays in the stream.
-                m = messages.next() => m,
-            };
-            let Some(message) = message else {
-                return Ok(());
-            };
-            let message = match message {
-                Ok(m) => m,
-                Err(error) => {
-                    tracing::warn!(error = %error, "results stream error");
-                    continue;
-                }
-            };
-            let result: ResultMessage = match serde_json::from_slice(&message.payload) {
-                Ok(r) => r,
-                Err(error) => {
-                    // Malformed: logged and parked (terminated), never retried forever.
-                    tracing::error!(subject = %message.subject, error = %error, "malformed result parked");
-                    let _ = message.ack_with(jetstream::AckKind::Term).await;
-                    continue;
-                }
-            };
-            match self.store.apply_result(&result).await {
-                Ok(applied) => {
-                    tracing::info!(task_id = %result.id.task, step = result.id.step_index, applied = ?applied, "result applied");
-                    if let Applied::Finished { cancel: true, .. } = applied
-                        && let Err(error) = self.mark_cancelled(result.id.task).await
-                    {
-                        tracing::warn!(error = %error, "cancel mark not set");
+        consume(&self.js, STREAM_RESULTS, CONSUMER_SCHEDULER, stop, |result: ResultMessage, message| {
+            let this = self.clone();
+            async move {
+                match this.store.apply_result(&result).await {
+                    Ok(applied) => {
+                        tracing::info!(task_id = %result.id.task, step = result.id.step_index, applied = ?applied, "result applied");
+                        if let Applied::Finished { cancel: true, .. } = applied
+                            && let Err(error) = this.mark_cancelled(result.id.task).await
+                        {
+                            tracing::warn!(error = %error, "cancel mark not set");
+                        }
+                        this.poke.notify_one();
+                        let _ = message.ack().await;
                     }
-                    self.poke.notify_one();
-                    let _ = message.ack().await;
-                }
-                Err(error) => {
-                    tracing::warn!(error = %error, "result not applied; redelivery will retry");
-                    let _ = message
-                        .ack_with(jetstream::AckKind::Nak(Some(Duration::from_secs(1))))
-                        .await;
+                    Err(error) => {
+                        tracing::warn!(error = %error, "result not applied; redelivery will retry");
+                        let _ = message.ack_with(jetstream::AckKind::Nak(Some(Duration::from_secs(1)))).await;
+                    }
                 }
             }
-        }
+        })
+        .await
     }
-}
 
-impl Executor {
     /// Consumes task requests published on `flow.tasks.submit` until `stop`.
     /// JetStream drops a repeated `Nats-Msg-Id` (the request id) within its
     /// duplicate window, and the store recognises a repeated request id after
     /// it. The per-rack outcome is published on
-    /// `flow.events.submit.<request_id>`; a malformed request is logged and
-    /// parked (terminated), never retried forever.
+    /// `flow.events.submit.<request_id>`.
     pub async fn run_submissions(self, stop: Arc<Notify>) -> Result<(), async_nats::Error> {
-        let stream = self.js.get_stream(STREAM_TASKS).await?;
-        let consumer: consumer::PullConsumer = stream.get_consumer(CONSUMER_SUBMIT).await?;
-        let mut messages = consumer.messages().await?;
-        loop {
-            let message = tokio::select! {
-                _ = stop.notified() => return Ok(()),
-                // Cancel-safe: a message not yet yielded stays in the stream.
-                m = messages.next() => m,
-            };
-            let Some(message) = message else {
-                return Ok(());
-            };
-            let Ok(message) = message else { continue };
-            let request: TaskSubmit = match flow_protocol::api::decode_request(&message.payload) {
-                Ok(r) => r,
-                Err(error) => {
-                    tracing::error!(subject = %message.subject, error = %error, "malformed task request parked");
-                    let _ = message.ack_with(jetstream::AckKind::Term).await;
-                    continue;
-                }
-            };
-            let reply = self.submit(&request).await;
-            let subject = format!("flow.events.submit.{}", sanitize(&request.request_id));
-            match serde_json::to_vec(&reply) {
-                Ok(body) => {
-                    if let Err(error) = self.js.publish(subject, body.into()).await {
-                        tracing::warn!(error = %error, "submission outcome not published");
+        consume(
+            &self.js,
+            STREAM_TASKS,
+            CONSUMER_SUBMIT,
+            stop,
+            |request: TaskSubmit, message| {
+                let this = self.clone();
+                async move {
+                    let reply = this.submit(&request).await;
+                    let subject = format!("flow.events.submit.{}", sanitize(&request.request_id));
+                    match serde_json::to_vec(&reply) {
+                        Ok(body) => {
+                            if let Err(error) = this.js.publish(subject, body.into()).await {
+                                tracing::warn!(error = %error, "submission outcome not published");
+                            }
+                        }
+                        Err(error) => {
+                            tracing::warn!(error = %error, "submission outcome not encodable")
+                        }
                     }
+                    let _ = message.ack().await;
                 }
-                Err(error) => tracing::warn!(error = %error, "submission outcome not encodable"),
+            },
+        )
+        .await
+    }
+}
+
+/// Pulls JSON messages of type `T` from a durable consumer until `stop`,
+/// one at a time; `handle` acknowledges. A message that does not decode is
+/// logged and parked (terminated), never retried forever and never a crash.
+async fn consume<T, F, Fut>(
+    js: &jetstream::Context,
+    stream: &str,
+    consumer_name: &str,
+    stop: Arc<Notify>,
+    mut handle: F,
+) -> Result<(), async_nats::Error>
+where
+    T: serde::de::DeserializeOwned,
+    F: FnMut(T, jetstream::Message) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let consumer: consumer::PullConsumer = js
+        .get_stream(stream)
+        .await?
+        .get_consumer(consumer_name)
+        .await?;
+    let mut messages = consumer.messages().await?;
+    loop {
+        let message = tokio::select! {
+            _ = stop.notified() => return Ok(()),
+            // Cancel-safe: a message not yet yielded stays with the consumer.
+            m = messages.next() => m,
+        };
+        let Some(message) = message else {
+            return Ok(());
+        };
+        let message = match message {
+            Ok(m) => m,
+            Err(error) => {
+                tracing::warn!(stream, error = %error, "stream error");
+                continue;
             }
-            let _ = message.ack().await;
+        };
+        match serde_json::from_slice::<T>(&message.payload) {
+            Ok(value) => handle(value, message).await,
+            Err(error) => {
+                tracing::error!(stream, subject = %message.subject, error = %error, "malformed message parked");
+                let _ = message.ack_with(jetstream::AckKind::Term).await;
+            }
         }
     }
 }
