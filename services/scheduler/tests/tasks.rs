@@ -728,3 +728,67 @@ async fn two_schedulers_never_advance_a_task_twice() {
     env.scheduler.take().unwrap().stop().await.unwrap();
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_seeds_forceful_power_on_and_graceful_power_off_rules_run_as_written() {
+    let env = Env::new(InitialPower::Off).await;
+    let fixture = |name: &str| -> Value {
+        let path = format!(
+            "{}/../../shared/rules/tests/fixtures/{name}",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+    };
+    env.ok("rule.create", json!({"name": "seed forceful on", "operation_type": "power_control",
+        "operation": "force_power_on", "is_default": true, "definition": fixture("seed-forceful-power-on.json")})).await;
+    env.ok("rule.create", json!({"name": "seed graceful off", "operation_type": "power_control",
+        "operation": "power_off", "is_default": true, "definition": fixture("seed-graceful-power-off.json")})).await;
+    let on = env.submit("seed-on", "force_power_on", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = env.finish(&on).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    let stages: Vec<i64> = t["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["stage"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        stages,
+        [1, 2, 3, 4, 4, 4],
+        "stage 4 verifies every type at once"
+    );
+    assert!(
+        env.power().await.iter().all(|(_, p)| p == "On"),
+        "{:?}",
+        env.power().await
+    );
+    let off = env.submit("seed-off", "power_off", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = env.finish(&off).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    assert!(
+        env.power().await.iter().all(|(_, p)| p == "Off"),
+        "{:?}",
+        env.power().await
+    );
+    // The shelves' 30 s settle ran before they were cut.
+    let shelves = &t["steps"][2];
+    assert_eq!(shelves["component_type"], "PowerShelf");
+    let at = |k: &str| {
+        time::OffsetDateTime::parse(
+            shelves[k].as_str().unwrap(),
+            &time::format_description::well_known::Rfc3339,
+        )
+        .unwrap()
+    };
+    assert!(
+        at("finished_at") - at("started_at") >= time::Duration::seconds(30),
+        "{shelves}"
+    );
+    env.stop().await;
+}
