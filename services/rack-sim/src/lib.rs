@@ -97,6 +97,7 @@ mod api_error;
 mod clock;
 mod config;
 mod faults;
+mod gauge;
 mod inventory;
 mod lifecycle;
 mod model;

@@ -20,6 +20,10 @@ pub struct SimState {
 pub struct RackState {
     /// Rack name.
     pub name: String,
+    /// The most power commands (reset requests) in flight at once, per
+    /// component kind, since start or the last admin reset.
+    #[serde(default)]
+    pub peak_concurrent_resets: std::collections::BTreeMap<String, usize>,
     /// Components in inventory order.
     pub components: Vec<ComponentState>,
 }
@@ -83,6 +87,18 @@ pub(crate) fn snapshot(world: &World) -> SimState {
         .map(|r| {
             world.with_rack(r, |rack, _, _| RackState {
                 name: rack.name.clone(),
+                peak_concurrent_resets: world
+                    .resets
+                    .peaks(r)
+                    .into_iter()
+                    .map(|(kind, peak)| {
+                        let name = serde_json::to_value(kind)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default();
+                        (name, peak)
+                    })
+                    .collect(),
                 components: world
                     .rack_components(r)
                     .map(|at| {

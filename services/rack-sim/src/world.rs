@@ -85,6 +85,8 @@ pub(crate) struct World {
     rack_index: HashMap<String, usize>,
     /// Installed faults.
     pub(crate) faults: Faults,
+    /// Peak concurrent reset requests per rack and kind.
+    pub(crate) resets: crate::gauge::ResetGauge,
     wake: Notify,
 }
 
@@ -146,6 +148,7 @@ impl World {
             directory,
             rack_index,
             faults: Faults::default(),
+            resets: crate::gauge::ResetGauge::default(),
             wake: Notify::new(),
             config,
         };
@@ -384,6 +387,7 @@ impl World {
     pub(crate) fn reset(&self) {
         let now = Instant::now();
         self.faults.clear();
+        self.resets.clear_peaks();
         for spec in self.config.faults.clone() {
             if let Err(error) = self.faults.add(spec) {
                 tracing::warn!(%error, "configured fault no longer installs");

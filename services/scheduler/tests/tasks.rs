@@ -234,6 +234,13 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
         )
         .await;
     }
+    // Slow power commands so that parallel ones overlap at the simulator.
+    reqwest::Client::new()
+        .post(format!("{}/admin/v1/faults", env.sim().admin_url()))
+        .json(&json!({"target": "rack-01/*", "kind": {"latency": {"ms": 100}}}))
+        .send()
+        .await
+        .unwrap();
     let mut events = env.client.subscribe("flow.events.task.>").await.unwrap();
     let outcome = env.submit("req-on", "power_on", json!({})).await;
     let task = outcome["task_id"]
@@ -327,6 +334,14 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
         ]
     );
     assert!(progress >= 3, "each step reported progress at least once");
+    // max_parallel as the simulator saw it: compute 2 at a time, switches one.
+    let state = serde_json::to_value(env.sim().state()).unwrap();
+    let peaks = &state["racks"][0]["peak_concurrent_resets"];
+    assert_eq!(
+        (peaks["Compute"].as_u64(), peaks["NVSwitch"].as_u64()),
+        (Some(2), Some(1)),
+        "{peaks}"
+    );
 
     let off = env.submit("req-off", "power_off", json!({})).await;
     let t = env.finish(off["task_id"].as_str().unwrap()).await;

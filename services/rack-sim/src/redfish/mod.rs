@@ -64,6 +64,9 @@ pub(crate) fn router(world: Arc<World>, at: ComponentRef) -> Router {
 async fn handle(State(bmc): State<Bmc>, request: Request) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    // Count power commands in flight, latency included.
+    let _in_flight = (method == Method::POST && path.trim_end_matches('/').ends_with(".Reset"))
+        .then(|| bmc.world.resets.enter(bmc.at.rack, bmc.world.kind(bmc.at)));
     match serve(&bmc, request).await {
         Ok(response) => {
             tracing::debug!(rack = %bmc.world.rack_name(bmc.at), component = %bmc.world.component_name(bmc.at), %method, %path, status = response.status().as_u16(), "redfish");
