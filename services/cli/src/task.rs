@@ -354,12 +354,79 @@ fn print_task(task: &Value, full: bool) {
     }
 }
 
+/// How `watch` shows progress: bars on a terminal, one line per change
+/// otherwise (logs, CI, pipes).
+enum View {
+    Lines(BTreeMap<String, String>),
+    Bars(
+        indicatif::MultiProgress,
+        BTreeMap<String, indicatif::ProgressBar>,
+    ),
+}
+
+impl View {
+    fn new() -> View {
+        use std::io::IsTerminal;
+        if std::io::stdout().is_terminal() {
+            View::Bars(indicatif::MultiProgress::new(), BTreeMap::new())
+        } else {
+            View::Lines(BTreeMap::new())
+        }
+    }
+
+    /// Shows a step's state: `key` identifies the step, `line` is the text
+    /// form, `done`/`total` the components, `message` what it is doing.
+    fn step(
+        &mut self,
+        started: Instant,
+        key: String,
+        line: String,
+        done: u64,
+        total: u64,
+        message: String,
+    ) {
+        match self {
+            View::Lines(last) => {
+                if last.get(&key) != Some(&line) {
+                    println!("[{:>6.1}s]{line}", started.elapsed().as_secs_f64());
+                    last.insert(key, line);
+                }
+            }
+            View::Bars(multi, bars) => {
+                let bar = bars.entry(key.clone()).or_insert_with(|| {
+                    let bar = multi.add(indicatif::ProgressBar::new(total));
+                    bar.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{prefix:<22} [{bar:30}] {pos}/{len} {elapsed:>4} {msg}",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                    );
+                    bar.set_prefix(key.replace('/', " "));
+                    bar
+                });
+                bar.set_length(total);
+                bar.set_position(done);
+                bar.set_message(message);
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let View::Bars(_, bars) = self {
+            for bar in bars.values() {
+                bar.finish();
+            }
+        }
+    }
+}
+
 /// Follows a task until it finishes: one line per step change, then the
 /// per-stage summary. Returns whether it completed.
 async fn watch(client: &Client, out: Output, id: &str) -> Result<bool, ClientError> {
     use futures::StreamExt;
     let started = Instant::now();
-    let mut last: BTreeMap<String, String> = BTreeMap::new();
+    let mut view = View::new();
     // Live progress from the workers (current action, components done).
     let mut events = client
         .nats()
@@ -380,7 +447,8 @@ async fn watch(client: &Client, out: Output, id: &str) -> Result<bool, ClientErr
                         let Some(msg) = msg else { break };
                         let Ok(e) = serde_json::from_slice::<Value>(&msg.payload) else { continue };
                         if e["kind"] == "step_progress" && !out.json {
-                            let key = format!("progress/{}/{}", str_of(&e["stage"]), str_of(&e["component_type"]));
+                            let step_key = format!("stage {}/{}", str_of(&e["stage"]), str_of(&e["component_type"]));
+                            let key = if matches!(view, View::Lines(_)) { format!("progress/{step_key}") } else { step_key };
                             let line = format!(
                                 "  stage {} {:<10} {:<40} {}/{} done{}",
                                 str_of(&e["stage"]),
@@ -390,10 +458,8 @@ async fn watch(client: &Client, out: Output, id: &str) -> Result<bool, ClientErr
                                 str_of(&e["total"]),
                                 if e["failed"].as_u64().unwrap_or(0) > 0 { format!(", {} failed", str_of(&e["failed"])) } else { String::new() },
                             );
-                            if last.get(&key) != Some(&line) {
-                                println!("[{:>6.1}s]{line}", started.elapsed().as_secs_f64());
-                                last.insert(key, line);
-                            }
+                            let (done, total) = (e["done"].as_u64().unwrap_or(0), e["total"].as_u64().unwrap_or(0));
+                            view.step(started, key, line, done, total, str_of(&e["action"]));
                         }
                     }
                     _ = &mut deadline => break,
@@ -404,15 +470,28 @@ async fn watch(client: &Client, out: Output, id: &str) -> Result<bool, ClientErr
         let status = str_of(&task["status"]);
         if !out.json {
             for s in task["steps"].as_array().cloned().unwrap_or_default() {
-                let key = format!("{}/{}", str_of(&s["stage"]), str_of(&s["component_type"]));
-                let line = step_line(&s);
-                if last.get(&key) != Some(&line) {
-                    println!("[{:>6.1}s]{line}", started.elapsed().as_secs_f64());
-                    last.insert(key, line);
+                let key = format!(
+                    "stage {}/{}",
+                    str_of(&s["stage"]),
+                    str_of(&s["component_type"])
+                );
+                let done = s["results"]
+                    .as_object()
+                    .map_or(0, |r| r.values().filter(|c| c["status"] == "done").count());
+                let total = s["components"].as_u64().unwrap_or(0);
+                let status = str_of(&s["status"]);
+                // Bars take their counts from the workers' live events while running.
+                if let View::Bars(_, bars) = &view
+                    && status == "running"
+                    && bars.contains_key(&key)
+                {
+                    continue;
                 }
+                view.step(started, key, step_line(&s), done as u64, total, status);
             }
         }
         if ["completed", "failed", "terminated"].contains(&status.as_str()) {
+            view.finish();
             if out.json {
                 println!(
                     "{}",
