@@ -807,3 +807,47 @@ async fn the_seeds_forceful_power_on_and_graceful_power_off_rules_run_as_written
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stopping_worker_hands_its_job_back_and_another_finishes_it() {
+    let mut env = Env::new(InitialPower::On).await;
+    env.ok("rule.create", json!({"name": "sleepy status", "operation_type": "power_control", "operation": "warm_reset",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "pre_operation": [{"name": "Sleep", "parameters": {"duration": "3s"}}],
+             "main_operation": {"name": "GetPowerStatus", "timeout": "5s"}}]}})).await;
+    let task = env.submit("graceful-stop", "warm_reset", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let t = env.ok("task.get", json!({"id": task})).await;
+        if t["steps"][0]["status"] == "running" {
+            break;
+        }
+        assert!(Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // SIGTERM's path: stop pulling, checkpoint, hand back. The worker must
+    // return promptly, not after the Sleep.
+    let stopped_at = Instant::now();
+    env.worker_stop.notify_waiters();
+    let worker = env.worker.take().unwrap();
+    tokio::time::timeout(Duration::from_secs(10), worker)
+        .await
+        .expect("the worker stops within 10 s")
+        .unwrap();
+    assert!(stopped_at.elapsed() < Duration::from_secs(10));
+    env.worker_stop = Arc::new(Notify::new());
+    env.start_worker();
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    // Handed back, not stranded until the 30 s ack wait ran out.
+    assert!(
+        stopped_at.elapsed() < Duration::from_secs(20),
+        "{:?}",
+        stopped_at.elapsed()
+    );
+    env.stop().await;
+}

@@ -30,6 +30,11 @@ pub const INLINE_WAIT: Duration = Duration::from_secs(1);
 /// mark is seen within this bound even in the middle of a long Sleep.
 pub const MAX_NAK_DELAY: Duration = Duration::from_secs(5);
 
+/// Lifetime of one fetch (pull request): the longest a stopping worker
+/// keeps receiving (and handing back) jobs, and how often an idle worker
+/// asks again.
+pub const PULL_EXPIRES: Duration = Duration::from_secs(2);
+
 /// How often a worker tells JetStream it is still working on a job
 /// (well inside the consumer's 30 s ack wait).
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
@@ -76,46 +81,82 @@ pub async fn run(
     let cancelled: Arc<Mutex<HashSet<TaskId>>> = Arc::default();
     let watcher = tokio::spawn(watch_cancels(kv.clone(), Arc::clone(&cancelled)));
     let permits = Arc::new(Semaphore::new(config.max_jobs.max(1)));
-    let mut messages = consumer
-        .stream()
-        .max_messages_per_batch(config.max_jobs.max(1))
-        .messages()
-        .await
-        .map_err(js_err)?;
     let registry = Arc::new(registry);
     let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut jobs = tokio::task::JoinSet::new();
-    loop {
-        // Take a permit first: never hold more messages than slots.
-        let permit = tokio::select! {
-            _ = stop.notified() => break,
+    // One bounded fetch at a time, for as many jobs as there are free slots:
+    // when the worker stops, no pull request of its outlives the current
+    // fetch (at most PULL_EXPIRES), so no job is stranded on a worker that
+    // is gone until its ack wait runs out.
+    'pull: loop {
+        // Wait for a free slot first: never hold more jobs than slots.
+        let first = tokio::select! {
+            _ = stop.notified() => break 'pull,
             p = Arc::clone(&permits).acquire_owned() => p.map_err(js_err)?,
         };
-        let message = tokio::select! {
-            _ = stop.notified() => break,
-            // Cancel-safe: an unyielded message stays with the consumer.
-            m = messages.next() => m,
-        };
-        let Some(message) = message else { break };
-        let message = match message {
-            Ok(m) => m,
+        let free = permits.available_permits() + 1;
+        drop(first);
+        let batch = consumer
+            .fetch()
+            .max_messages(free)
+            .expires(PULL_EXPIRES)
+            .messages()
+            .await;
+        let mut batch = match batch {
+            Ok(b) => b,
             Err(error) => {
-                tracing::warn!(error = %error, "job stream error");
+                tracing::warn!(error = %error, "fetch failed; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
                 continue;
             }
         };
-        let (js, kv, registry, cancelled, stopping) = (
-            js.clone(),
-            kv.clone(),
-            Arc::clone(&registry),
-            Arc::clone(&cancelled),
-            Arc::clone(&stopping),
-        );
-        jobs.spawn(async move {
-            handle(js, kv, &registry, message, &cancelled, &stopping).await;
-            drop(permit);
-        });
-        while jobs.try_join_next().is_some() {}
+        let mut stop_seen = false;
+        loop {
+            let next = if stop_seen {
+                batch.next().await
+            } else {
+                tokio::select! {
+                    _ = stop.notified() => {
+                        stop_seen = true;
+                        continue;
+                    }
+                    // Cancel-safe: an unyielded message stays in the batch.
+                    m = batch.next() => m,
+                }
+            };
+            let Some(message) = next else { break };
+            let message = match message {
+                Ok(m) => m,
+                Err(error) => {
+                    tracing::warn!(error = %error, "job fetch error");
+                    continue;
+                }
+            };
+            if stop_seen {
+                // Still arriving after a stop: hand it back at once.
+                let _ = message.ack_with(AckKind::Nak(None)).await;
+                continue;
+            }
+            let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+                let _ = message.ack_with(AckKind::Nak(None)).await;
+                continue;
+            };
+            let (js, kv, registry, cancelled, stopping) = (
+                js.clone(),
+                kv.clone(),
+                Arc::clone(&registry),
+                Arc::clone(&cancelled),
+                Arc::clone(&stopping),
+            );
+            jobs.spawn(async move {
+                handle(js, kv, &registry, message, &cancelled, &stopping).await;
+                drop(permit);
+            });
+            while jobs.try_join_next().is_some() {}
+        }
+        if stop_seen {
+            break 'pull;
+        }
     }
     stopping.store(true, std::sync::atomic::Ordering::SeqCst);
     while jobs.join_next().await.is_some() {}
