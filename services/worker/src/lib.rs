@@ -72,6 +72,17 @@ pub async fn run(
     config: WorkerConfig,
     stop: Arc<Notify>,
 ) -> Result<(), WorkerError> {
+    // `stop` may be signalled with notify_waiters while this loop is busy
+    // (a fetch, a spawn): latch it into a notification that keeps a permit.
+    let stop = {
+        let latched = Arc::new(Notify::new());
+        let (outer, inner) = (stop, Arc::clone(&latched));
+        tokio::spawn(async move {
+            outer.notified().await;
+            inner.notify_one();
+        });
+        latched
+    };
     let js = jetstream::new(client);
     let consumer = wait_for_consumer(&js, &stop).await?;
     let Some(consumer) = consumer else {

@@ -77,7 +77,8 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(async move {
         shutdown_signal().await;
         tracing::info!("stopping: no new jobs; jobs in flight checkpoint and hand back");
-        signal.notify_waiters();
+        // notify_one keeps the signal until the worker loop looks.
+        signal.notify_one();
     });
     tracing::info!(max_jobs = args.max_jobs, "worker running");
     flow_worker::run(
