@@ -162,6 +162,19 @@ impl Env {
         self.ok("task.submit", body).await["results"][0].clone()
     }
 
+    /// Waits (bounded) until the task's first step is running.
+    async fn until_first_step_runs(&self, task: &str) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let t = self.ok("task.get", json!({"id": task})).await;
+            if t["steps"][0]["status"] == "running" {
+                return;
+            }
+            assert!(Instant::now() < deadline, "the first step never ran: {t}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// Waits (bounded) for a task to reach a final status.
     async fn finish(&self, task: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
@@ -421,15 +434,7 @@ async fn cancellation_terminates_a_running_task_at_an_action_boundary() {
         .unwrap()
         .to_owned();
     // Wait until the step runs (its Sleep is a durable wait), then cancel.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let t = env.ok("task.get", json!({"id": task})).await;
-        if t["steps"][0]["status"] == "running" {
-            break;
-        }
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    env.until_first_step_runs(&task).await;
     let reply = env.ok("task.cancel", json!({"id": task})).await;
     assert_eq!(reply["cancelling"], true);
     let t = env.finish(&task).await;
@@ -510,15 +515,7 @@ async fn a_sleep_survives_a_worker_kill_and_a_killed_call_is_repeated_once_at_mo
         .unwrap()
         .to_owned();
     // Let the worker take the job and checkpoint its Sleep, then kill it.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let t = env.ok("task.get", json!({"id": task})).await;
-        if t["steps"][0]["status"] == "running" {
-            break;
-        }
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    env.until_first_step_runs(&task).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     env.kill_worker().await;
     env.start_worker();
@@ -820,15 +817,7 @@ async fn a_stopping_worker_hands_its_job_back_and_another_finishes_it() {
         .as_str()
         .unwrap()
         .to_owned();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let t = env.ok("task.get", json!({"id": task})).await;
-        if t["steps"][0]["status"] == "running" {
-            break;
-        }
-        assert!(Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    env.until_first_step_runs(&task).await;
     // SIGTERM's path: stop pulling, checkpoint, hand back. The worker must
     // return promptly, not after the Sleep.
     let stopped_at = Instant::now();
