@@ -4,6 +4,15 @@
 //! and turns every wait longer than a second into a nak with that delay, so
 //! its slot is free and any worker resumes the step later. A worker that dies
 //! loses at most the call in flight. Results go to `flow.results.<task>`.
+//!
+//! Every job is handled in a `job` span with the fields `task`, `rack`,
+//! `stage`, `step` and `component` (the step's component type); hardware
+//! calls log in a `hardware_call` span naming the component. The worker's
+//! Prometheus metrics are in [`metrics`]; [`instrument`] wraps the managers
+//! to count and time hardware calls.
+
+pub mod instrument;
+pub mod metrics;
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -15,11 +24,14 @@ use flow_engine::{Checkpoint, Clock, Progress, SystemClock, advance};
 use flow_hardware::ManagerRegistry;
 use flow_protocol::TaskId;
 use flow_protocol::jobs::{
-    BUCKET_JOB_STATE, CONSUMER_WORKERS, ComponentResult, JobMessage, ResultMessage, STREAM_JOBS,
-    StepOutcome, result_subject,
+    BUCKET_JOB_STATE, CONSUMER_WORKERS, ComponentResult, JobMessage, ParkOrigin, ResultMessage,
+    STREAM_JOBS, StepOutcome, result_subject,
 };
 use futures::StreamExt;
 use tokio::sync::{Notify, Semaphore};
+use tracing::Instrument;
+
+use crate::metrics::{OutcomeLabels, WorkerMetrics};
 
 /// Waits up to this long are slept in place; longer ones become a nak with
 /// a delay (design §3: "any wait longer than about a second").
@@ -38,6 +50,10 @@ pub const PULL_EXPIRES: Duration = Duration::from_secs(2);
 /// How often a worker tells JetStream it is still working on a job
 /// (well inside the consumer's 30 s ack wait).
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// How long a refused job waits before another try when FLOW_PARKED did
+/// not acknowledge its copy (as the scheduler's `PARK_RETRY_DELAY`).
+pub const PARK_RETRY_DELAY: Duration = Duration::from_secs(5);
 
 /// Worker settings.
 #[derive(Debug, Clone)]
@@ -72,6 +88,25 @@ pub async fn run(
     config: WorkerConfig,
     stop: Arc<Notify>,
 ) -> Result<(), WorkerError> {
+    run_with_metrics(
+        client,
+        registry,
+        config,
+        stop,
+        WorkerMetrics::unregistered(),
+    )
+    .await
+}
+
+/// [`run`], counting in `metrics` (registered by the caller, who serves
+/// them). Every manager of `registry` is wrapped to count its calls.
+pub async fn run_with_metrics(
+    client: async_nats::Client,
+    registry: ManagerRegistry,
+    config: WorkerConfig,
+    stop: Arc<Notify>,
+    metrics: WorkerMetrics,
+) -> Result<(), WorkerError> {
     // `stop` may be signalled with notify_waiters while this loop is busy
     // (a fetch, a spawn): latch it into a notification that keeps a permit.
     let stop = {
@@ -92,7 +127,7 @@ pub async fn run(
     let cancelled: Arc<Mutex<HashSet<TaskId>>> = Arc::default();
     let watcher = tokio::spawn(watch_cancels(kv.clone(), Arc::clone(&cancelled)));
     let permits = Arc::new(Semaphore::new(config.max_jobs.max(1)));
-    let registry = Arc::new(registry);
+    let registry = Arc::new(instrument::instrument(&registry, &metrics));
     let stopping = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let mut jobs = tokio::task::JoinSet::new();
     // One bounded fetch at a time, for as many jobs as there are free slots:
@@ -145,22 +180,35 @@ pub async fn run(
             };
             if stop_seen {
                 // Still arriving after a stop: hand it back at once.
+                metrics.nak("handback");
                 let _ = message.ack_with(AckKind::Nak(None)).await;
                 continue;
             }
             let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+                metrics.nak("handback");
                 let _ = message.ack_with(AckKind::Nak(None)).await;
                 continue;
             };
-            let (js, kv, registry, cancelled, stopping) = (
+            let (js, kv, registry, cancelled, stopping, metrics) = (
                 js.clone(),
                 kv.clone(),
                 Arc::clone(&registry),
                 Arc::clone(&cancelled),
                 Arc::clone(&stopping),
+                metrics.clone(),
             );
             jobs.spawn(async move {
-                handle(js, kv, &registry, message, &cancelled, &stopping).await;
+                metrics.jobs_in_flight.inc();
+                let worker = Worker {
+                    js,
+                    kv,
+                    registry: &registry,
+                    cancelled: &cancelled,
+                    stopping: &stopping,
+                    metrics: &metrics,
+                };
+                worker.handle(message).await;
+                metrics.jobs_in_flight.dec();
                 drop(permit);
             });
             while jobs.try_join_next().is_some() {}
@@ -256,171 +304,298 @@ async fn report_progress(
     }
 }
 
+/// Keeps a refused job: republishes its payload on `flow.parked.flow_jobs`
+/// with headers naming its origin, the reason and the time, and terminates
+/// the original only once FLOW_PARKED acknowledged the copy (true);
+/// otherwise hands it back after [`PARK_RETRY_DELAY`] (false), so nothing is
+/// lost. The scheduler parks what its own consumers refuse the same way.
+async fn park(js: &jetstream::Context, message: &jetstream::Message, reason: &str) -> bool {
+    let sequence = message.info().map(|i| i.stream_sequence).unwrap_or(0);
+    let msg_id = message
+        .headers
+        .as_ref()
+        .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID))
+        .map(|v| v.as_str());
+    let origin = ParkOrigin {
+        stream: STREAM_JOBS,
+        subject: message.subject.as_str(),
+        sequence,
+        msg_id,
+    };
+    let parked = flow_protocol::jobs::park(
+        &origin,
+        reason,
+        std::time::SystemTime::now(),
+        message.payload.len(),
+        js.client().max_payload(),
+    );
+    let mut headers = async_nats::HeaderMap::new();
+    for (name, value) in &parked.headers {
+        headers.insert(*name, value.as_str());
+    }
+    let mut copy = jetstream::message::PublishMessage::build()
+        .payload(message.payload.slice(..parked.keep))
+        .headers(headers);
+    if let Some(id) = &parked.msg_id {
+        copy = copy.message_id(id.as_str());
+    }
+    let acked = match js.send_publish(parked.subject.clone(), copy).await {
+        Ok(ack) => ack.await.map(drop).map_err(async_nats::Error::from),
+        Err(error) => Err(error.into()),
+    };
+    match acked {
+        Ok(()) => {
+            tracing::error!(
+                stream = STREAM_JOBS,
+                subject = %message.subject,
+                sequence,
+                reason,
+                parked_on = %parked.subject,
+                "malformed job parked"
+            );
+            let _ = message.ack_with(AckKind::Term).await;
+            true
+        }
+        Err(error) => {
+            tracing::warn!(
+                stream = STREAM_JOBS,
+                subject = %message.subject,
+                sequence,
+                reason,
+                error = %error,
+                "refused job not parked yet; handed back"
+            );
+            let _ = message.ack_with(AckKind::Nak(Some(PARK_RETRY_DELAY))).await;
+            false
+        }
+    }
+}
+
 fn checkpoint_key(message: &JobMessage) -> String {
     format!("job.{}", message.id)
 }
 
-#[tracing::instrument(skip_all, fields(subject = %message.subject))]
-async fn handle(
+/// What a job's handling needs from the worker.
+struct Worker<'a> {
     js: jetstream::Context,
     kv: kv::Store,
-    registry: &ManagerRegistry,
-    message: jetstream::Message,
-    cancelled: &Mutex<HashSet<TaskId>>,
-    stopping: &std::sync::atomic::AtomicBool,
-) {
-    let job: JobMessage = match serde_json::from_slice(&message.payload) {
-        Ok(j) => j,
-        Err(error) => {
-            // Malformed: logged and parked (terminated), never a crash.
-            tracing::error!(error = %error, "malformed job parked");
-            let _ = message.ack_with(AckKind::Term).await;
-            return;
+    registry: &'a ManagerRegistry,
+    cancelled: &'a Mutex<HashSet<TaskId>>,
+    stopping: &'a std::sync::atomic::AtomicBool,
+    metrics: &'a WorkerMetrics,
+}
+
+impl Worker<'_> {
+    /// Decodes a delivered job and runs it in a span naming its task, rack,
+    /// stage, step and component type.
+    async fn handle(self, message: jetstream::Message) {
+        if message.info().is_ok_and(|i| i.delivered > 1) {
+            self.metrics.job_redeliveries.inc();
         }
-    };
-    let key = checkpoint_key(&job);
-    let mut cp: Checkpoint = match kv.get(&key).await {
-        Ok(None) => Checkpoint::default(),
-        Ok(Some(bytes)) => match serde_json::from_slice(&bytes) {
-            Ok(cp) => cp,
+        let job: JobMessage = match flow_protocol::decode::message(&message.payload) {
+            Ok(j) => j,
             Err(error) => {
-                // A checkpoint this worker cannot read (another version?):
-                // starting over repeats only idempotent calls, so go on.
-                tracing::warn!(error = %error, key = %key, "unreadable checkpoint: starting the step over");
+                // Malformed or another schema: kept on FLOW_PARKED with the
+                // reason, never a crash.
+                if park(&self.js, &message, &error.to_string()).await {
+                    self.metrics.jobs_parked.inc();
+                }
+                return;
+            }
+        };
+        let span = job_span(&job);
+        self.run_job(message, job).instrument(span).await;
+    }
+
+    async fn run_job(self, message: jetstream::Message, job: JobMessage) {
+        let Worker {
+            js,
+            kv,
+            registry,
+            cancelled,
+            stopping,
+            metrics,
+        } = self;
+        let key = checkpoint_key(&job);
+        let mut cp: Checkpoint = match kv.get(&key).await {
+            Ok(None) => {
+                metrics.jobs_started.inc();
                 Checkpoint::default()
             }
-        },
-        Err(error) => {
-            // Do not run blind: the checkpoint may exist. Try again soon.
-            tracing::warn!(error = %error, key = %key, "checkpoint not readable now; job handed back");
-            let _ = message
-                .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
-                .await;
-            return;
-        }
-    };
-    let clock = SystemClock;
-    let started_ms = cp
-        .finished
-        .first()
-        .map_or_else(|| clock.now_ms(), |a| a.started_ms);
-    let task = job.id.task;
-    let is_cancelled = || {
-        cancelled
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&task)
-    };
-    let mut last_report = None;
-    let span =
-        tracing::info_span!("step", task_id = %task, step = job.id.step_index, stage = job.stage);
-    let _enter = span.enter();
-    loop {
-        // Keep the job alive while a long call runs.
-        let ticker = {
-            let message = message.clone();
-            tokio::spawn(async move {
-                loop {
-                    tokio::time::sleep(PROGRESS_EVERY).await;
-                    if message.ack_with(AckKind::Progress).await.is_err() {
-                        return;
-                    }
+            Ok(Some(bytes)) => match serde_json::from_slice(&bytes) {
+                Ok(cp) => {
+                    metrics.jobs_resumed.inc();
+                    cp
                 }
-            })
-        };
-        let progress = advance(&job.job, &mut cp, registry, &clock, &is_cancelled).await;
-        ticker.abort();
-        report_progress(&js, &job, &cp, &mut last_report).await;
-        if let Ok(bytes) = serde_json::to_vec(&cp)
-            && let Err(error) = kv.put(&key, bytes.into()).await
-        {
-            tracing::warn!(error = %error, "checkpoint not saved");
-        }
-        let outcome = match progress {
-            Progress::WaitUntil(at) => {
-                let delay = Duration::from_millis(at.saturating_sub(clock.now_ms()));
-                if stopping.load(std::sync::atomic::Ordering::SeqCst) {
-                    let _ = message.ack_with(AckKind::Nak(None)).await;
-                    return;
+                Err(error) => {
+                    // A checkpoint this worker cannot read (another version?):
+                    // starting over repeats only idempotent calls, so go on.
+                    tracing::warn!(error = %error, key = %key, "unreadable checkpoint: starting the step over");
+                    Checkpoint::default()
                 }
-                if delay <= INLINE_WAIT {
-                    tokio::time::sleep(delay).await;
-                    continue;
-                }
-                let delay = delay.min(MAX_NAK_DELAY);
-                tracing::debug!(delay_ms = delay.as_millis() as u64, "durable wait");
-                let _ = message.ack_with(AckKind::Nak(Some(delay))).await;
-                return;
-            }
-            Progress::Done => StepOutcome::Completed,
-            Progress::Failed(f) => StepOutcome::Failed {
-                action: f.action,
-                message: f.message,
             },
-            Progress::Cancelled => StepOutcome::Cancelled,
-        };
-        let result = ResultMessage {
-            schema: 1,
-            id: job.id,
-            outcome,
-            components: cp
-                .components
-                .iter()
-                .map(|(name, s)| {
-                    let status = match s.status {
-                        ComponentStatus::Done => "done",
-                        ComponentStatus::Failed => "failed",
-                        _ => "pending",
-                    };
-                    (
-                        name.clone(),
-                        ComponentResult {
-                            status: status.to_owned(),
-                            result: cp.results.get(name).cloned().unwrap_or_default(),
-                            attempts: s.attempts,
-                            error: s.last_error.clone(),
-                        },
-                    )
-                })
-                .collect(),
-            calls: cp.calls,
-            started_ms,
-            finished_ms: clock.now_ms(),
-        };
-        let publish = match serde_json::to_vec(&result) {
-            Ok(body) => {
-                js.send_publish(
-                    result_subject(task),
-                    jetstream::message::PublishMessage::build()
-                        .payload(body.into())
-                        .message_id(format!("result/{}", job.id)),
-                )
-                .await
-            }
             Err(error) => {
-                tracing::error!(error = %error, "result not encodable");
-                return;
-            }
-        };
-        let acked = match publish {
-            Ok(ack) => ack.await.is_ok(),
-            Err(_) => false,
-        };
-        match acked {
-            true => {
-                tracing::info!(outcome = ?result.outcome, calls = result.calls, "step finished");
-                let _ = message.ack().await;
-                let _ = kv.delete(&key).await;
-            }
-            false => {
-                // Not acknowledged by JetStream: redeliver the job; the
-                // checkpoint makes the retry cheap and the msg id dedups.
-                tracing::warn!("result not published; job will be redelivered");
+                // Do not run blind: the checkpoint may exist. Try again soon.
+                tracing::warn!(error = %error, key = %key, "checkpoint not readable now; job handed back");
+                metrics.nak("retry");
                 let _ = message
                     .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
                     .await;
+                return;
             }
+        };
+        let clock = SystemClock;
+        let started_ms = cp
+            .finished
+            .first()
+            .map_or_else(|| clock.now_ms(), |a| a.started_ms);
+        let task = job.id.task;
+        let is_cancelled = || {
+            cancelled
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&task)
+        };
+        let mut last_report = None;
+        loop {
+            // Keep the job alive while a long call runs.
+            let ticker = {
+                let message = message.clone();
+                tokio::spawn(async move {
+                    loop {
+                        tokio::time::sleep(PROGRESS_EVERY).await;
+                        if message.ack_with(AckKind::Progress).await.is_err() {
+                            return;
+                        }
+                    }
+                })
+            };
+            let progress = advance(&job.job, &mut cp, registry, &clock, &is_cancelled).await;
+            ticker.abort();
+            report_progress(&js, &job, &cp, &mut last_report).await;
+            if let Ok(bytes) = serde_json::to_vec(&cp) {
+                match kv.put(&key, bytes.into()).await {
+                    Ok(_) => {
+                        metrics.checkpoints_written.inc();
+                    }
+                    Err(error) => {
+                        metrics.checkpoint_errors.inc();
+                        tracing::warn!(error = %error, "checkpoint not saved");
+                    }
+                }
+            }
+            let outcome = match progress {
+                Progress::WaitUntil(at) => {
+                    let delay = Duration::from_millis(at.saturating_sub(clock.now_ms()));
+                    if stopping.load(std::sync::atomic::Ordering::SeqCst) {
+                        metrics.nak("handback");
+                        let _ = message.ack_with(AckKind::Nak(None)).await;
+                        return;
+                    }
+                    if delay <= INLINE_WAIT {
+                        tokio::time::sleep(delay).await;
+                        continue;
+                    }
+                    let delay = delay.min(MAX_NAK_DELAY);
+                    tracing::debug!(delay_ms = delay.as_millis() as u64, "durable wait");
+                    metrics.nak("wait");
+                    let _ = message.ack_with(AckKind::Nak(Some(delay))).await;
+                    return;
+                }
+                Progress::Done => StepOutcome::Completed,
+                Progress::Failed(f) => StepOutcome::Failed {
+                    action: f.action,
+                    message: f.message,
+                },
+                Progress::Cancelled => StepOutcome::Cancelled,
+            };
+            let result = ResultMessage {
+                schema: 1,
+                id: job.id,
+                outcome,
+                components: cp
+                    .components
+                    .iter()
+                    .map(|(name, s)| {
+                        let status = match s.status {
+                            ComponentStatus::Done => "done",
+                            ComponentStatus::Failed => "failed",
+                            _ => "pending",
+                        };
+                        (
+                            name.clone(),
+                            ComponentResult {
+                                status: status.to_owned(),
+                                result: cp.results.get(name).cloned().unwrap_or_default(),
+                                attempts: s.attempts,
+                                error: s.last_error.clone(),
+                            },
+                        )
+                    })
+                    .collect(),
+                calls: cp.calls,
+                started_ms,
+                finished_ms: clock.now_ms(),
+            };
+            let publish = match serde_json::to_vec(&result) {
+                Ok(body) => {
+                    js.send_publish(
+                        result_subject(task),
+                        jetstream::message::PublishMessage::build()
+                            .payload(body.into())
+                            .message_id(format!("result/{}", job.id)),
+                    )
+                    .await
+                }
+                Err(error) => {
+                    tracing::error!(error = %error, "result not encodable");
+                    return;
+                }
+            };
+            let acked = match publish {
+                Ok(ack) => ack.await.is_ok(),
+                Err(_) => false,
+            };
+            match acked {
+                true => {
+                    tracing::info!(outcome = ?result.outcome, calls = result.calls, "step finished");
+                    let outcome = match result.outcome {
+                        StepOutcome::Completed => "completed",
+                        StepOutcome::Failed { .. } => "failed",
+                        StepOutcome::Cancelled => "cancelled",
+                    };
+                    metrics
+                        .jobs_finished
+                        .get_or_create(&OutcomeLabels { outcome })
+                        .inc();
+                    let _ = message.ack().await;
+                    let _ = kv.delete(&key).await;
+                }
+                false => {
+                    // Not acknowledged by JetStream: redeliver the job; the
+                    // checkpoint makes the retry cheap and the msg id dedups.
+                    tracing::warn!("result not published; job will be redelivered");
+                    metrics.nak("retry");
+                    let _ = message
+                        .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
+                        .await;
+                }
+            }
+            return;
         }
-        return;
     }
+}
+
+/// The span every line about a job is logged in.
+fn job_span(job: &JobMessage) -> tracing::Span {
+    let rack = job.job.components.first().map_or("", |c| c.rack.as_str());
+    tracing::info_span!(
+        "job",
+        task = %job.id.task,
+        rack,
+        stage = job.stage,
+        step = job.id.step_index,
+        component = %job.job.step.component_type,
+        generation = job.id.generation,
+    )
 }

@@ -9,7 +9,9 @@ use flow_config::{InitialConnect, Settings, connect_nats};
 use flow_hardware::CredentialStore;
 use flow_hardware::lifecycle::LifecycleClient;
 use flow_hardware::redfish::RedfishSettings;
+use flow_metrics::{MetricsListen, MetricsRegistry};
 use flow_worker::WorkerConfig;
+use flow_worker::metrics::WorkerMetrics;
 
 /// Flow worker: pulls step jobs and drives the hardware.
 #[derive(Debug, Parser)]
@@ -39,7 +41,15 @@ struct Args {
     /// Skip BMC TLS verification (labs only).
     #[arg(long, env = "FLOW_BMC_INSECURE")]
     bmc_insecure: bool,
+    /// Where to serve GET /metrics (Prometheus): ip:port (port 0 = any
+    /// free port), or `off`.
+    #[arg(long, env = "FLOW_METRICS_LISTEN", default_value = DEFAULT_METRICS_LISTEN)]
+    metrics_listen: MetricsListen,
 }
+
+/// The worker's metrics port; the scheduler's is 9450. Several workers on
+/// one host need one each (`--metrics-listen 127.0.0.1:9452`, …).
+const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9451";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -69,6 +79,21 @@ async fn main() -> anyhow::Result<()> {
         None => None,
     };
     let registry = flow_hardware::redfish::registry(&redfish, credentials, lifecycle)?;
+    let mut metrics_registry = MetricsRegistry::new();
+    let metrics = WorkerMetrics::register(&mut metrics_registry);
+    let metrics_server = match args.metrics_listen {
+        MetricsListen::Off => {
+            tracing::info!("metrics listener off");
+            None
+        }
+        MetricsListen::On(addr) => {
+            let server = flow_metrics::serve(addr, metrics_registry)
+                .await
+                .context("--metrics-listen (FLOW_METRICS_LISTEN)")?;
+            tracing::info!(metrics_addr = %server.local_addr(), "serving metrics on /metrics");
+            Some(server)
+        }
+    };
     let client = connect_nats(&settings.nats, "flow-worker", InitialConnect::Retry)
         .await
         .context("cannot connect to NATS (FLOW_NATS_URL)")?;
@@ -81,16 +106,20 @@ async fn main() -> anyhow::Result<()> {
         signal.notify_one();
     });
     tracing::info!(max_jobs = args.max_jobs, "worker running");
-    flow_worker::run(
+    flow_worker::run_with_metrics(
         client.clone(),
         registry,
         WorkerConfig {
             max_jobs: args.max_jobs,
         },
         stop,
+        metrics,
     )
     .await?;
     client.drain().await?;
+    if let Some(server) = metrics_server {
+        server.stop().await;
+    }
     Ok(())
 }
 
