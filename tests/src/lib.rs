@@ -242,6 +242,17 @@ impl StartError {
     }
 }
 
+/// Where a [`NatsServer`]'s config file comes from.
+enum ServerConfig<'a> {
+    /// `jetstream { sync_interval: always }` and this text; `-js -sd <store>`.
+    Extra(&'a str),
+    /// The whole file, made from the store directory; extra environment.
+    File {
+        config: &'a dyn Fn(&Path) -> String,
+        env: &'a [(&'a str, &'a str)],
+    },
+}
+
 /// A private `nats-server` child process with JetStream enabled, listening
 /// on 127.0.0.1 on ports of its own, with its own store directory.
 ///
@@ -278,10 +289,30 @@ impl NatsServer {
     /// config file (e.g. an `authorization { … }` block).
     #[must_use]
     pub fn start_with_config(extra: &str) -> Self {
+        Self::start_from(&ServerConfig::Extra(extra))
+    }
+
+    /// Starts a server from a complete config file: `config` is given this
+    /// server's store directory (for the file's `jetstream { store_dir }`) and
+    /// returns the file's text, which is used as is (no `-js`, no `-sd`).
+    /// `env` is added to the server's environment, for `$VARIABLE`
+    /// references in the file. The address and ports are still this
+    /// server's own (`-a 127.0.0.1 -p … -m …`, which override `listen`,
+    /// `port` and `http` in the file).
+    ///
+    /// # Panics
+    ///
+    /// As [`NatsServer::start`].
+    #[must_use]
+    pub fn start_with_config_file(config: &dyn Fn(&Path) -> String, env: &[(&str, &str)]) -> Self {
+        Self::start_from(&ServerConfig::File { config, env })
+    }
+
+    fn start_from(config: &ServerConfig<'_>) -> Self {
         let binary = nats_server_binary();
         let mut errors = Vec::new();
         for attempt in 1..=NATS_START_ATTEMPTS {
-            match Self::try_start(&binary, extra) {
+            match Self::try_start(&binary, config) {
                 Ok(server) => return server,
                 Err(StartError { message, retry }) => {
                     errors.push(format!("attempt {attempt}: {message}"));
@@ -298,12 +329,12 @@ impl NatsServer {
         );
     }
 
-    fn try_start(binary: &Path, extra: &str) -> Result<Self, StartError> {
+    fn try_start(binary: &Path, config: &ServerConfig<'_>) -> Result<Self, StartError> {
         let name = unique_name("flow-nats");
         let dir = std::env::temp_dir().join(&name);
         fs::create_dir(&dir)
             .map_err(|e| StartError::fatal(format!("creating {}: {e}", dir.display())))?;
-        match Self::spawn_in(binary, name, &dir, extra) {
+        match Self::spawn_in(binary, name, &dir, config) {
             Ok(server) => Ok(server),
             Err(err) => {
                 let _ = fs::remove_dir_all(&dir);
@@ -312,15 +343,24 @@ impl NatsServer {
         }
     }
 
-    fn spawn_in(binary: &Path, name: String, dir: &Path, extra: &str) -> Result<Self, StartError> {
+    fn spawn_in(
+        binary: &Path,
+        name: String,
+        dir: &Path,
+        source: &ServerConfig<'_>,
+    ) -> Result<Self, StartError> {
         let config = dir.join("nats.conf");
         let store = dir.join("store");
         let log = dir.join("nats.log");
-        fs::write(
-            &config,
-            format!("jetstream {{\n  sync_interval: always\n}}\n{extra}\n"),
-        )
-        .map_err(|e| StartError::fatal(format!("writing {}: {e}", config.display())))?;
+        let (text, env) = match source {
+            ServerConfig::Extra(extra) => (
+                format!("jetstream {{\n  sync_interval: always\n}}\n{extra}\n"),
+                &[][..],
+            ),
+            ServerConfig::File { config, env } => (config(&store), *env),
+        };
+        fs::write(&config, text)
+            .map_err(|e| StartError::fatal(format!("writing {}: {e}", config.display())))?;
         let ports =
             free_ports(2).map_err(|e| StartError::fatal(format!("finding free ports: {e}")))?;
         let (port, monitor_port) = (ports[0], ports[1]);
@@ -330,14 +370,17 @@ impl NatsServer {
             .try_clone()
             .map_err(|e| StartError::fatal(format!("cloning log handle: {e}")))?;
 
-        let child = Command::new(binary)
+        let mut command = Command::new(binary);
+        command
             .arg("-c")
             .arg(&config)
             .args(["-n", &name, "-a", "127.0.0.1"])
             .args(["-p", &port.to_string(), "-m", &monitor_port.to_string()])
-            .arg("-js")
-            .arg("-sd")
-            .arg(&store)
+            .envs(env.iter().copied());
+        if let ServerConfig::Extra(_) = source {
+            command.arg("-js").arg("-sd").arg(&store);
+        }
+        let child = command
             .stdin(Stdio::null())
             .stdout(log_file)
             .stderr(log_file_err)
