@@ -147,14 +147,12 @@ pub fn decode_reply<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     }
 }
 
-/// Decodes a request body; an empty body reads as `{}`.
+/// Decodes a request body; an empty body reads as `{}`. A body that is not
+/// JSON, names an unknown field, lacks one, has a wrong type, or speaks
+/// another `schema` is a `bad_request` whose message names the field (see
+/// [`crate::decode`]).
 pub fn decode_request<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
-    let body: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-        b"{}"
-    } else {
-        bytes
-    };
-    serde_json::from_slice(body).map_err(|e| {
+    crate::decode::request(bytes).map_err(|e| {
         ApiError::new(
             ErrorCode::BadRequest,
             format!("request body is not a valid request: {e}"),
@@ -400,6 +398,41 @@ pub struct TaskSubmit {
     /// What to do when a rack is busy: refuse (default) or queue.
     #[serde(default)]
     pub conflict: ConflictStrategy,
+}
+
+/// The longest request ID: it becomes a `Nats-Msg-Id` and a subject token
+/// (`flow.events.submit.<request_id>`), which must stay well inside the
+/// server's control-line limit (4 KiB).
+pub const MAX_REQUEST_ID_LEN: usize = 128;
+
+/// Racks in one submission at most (one task each, created one by one).
+pub const MAX_RACKS_PER_SUBMIT: usize = 1000;
+
+impl TaskSubmit {
+    /// What decoding cannot check: a non-empty request ID of at most
+    /// [`MAX_REQUEST_ID_LEN`] characters, and 1..=[`MAX_RACKS_PER_SUBMIT`]
+    /// racks.
+    pub fn check(&self) -> Result<(), ApiError> {
+        let bad = |m: String| Err(ApiError::new(ErrorCode::BadRequest, m));
+        if self.request_id.trim().is_empty() {
+            return bad("request_id: must not be empty".to_owned());
+        }
+        if self.request_id.chars().count() > MAX_REQUEST_ID_LEN {
+            return bad(format!(
+                "request_id: must be at most {MAX_REQUEST_ID_LEN} characters"
+            ));
+        }
+        if self.racks.is_empty() {
+            return bad("racks: name at least one rack".to_owned());
+        }
+        if self.racks.len() > MAX_RACKS_PER_SUBMIT {
+            return bad(format!(
+                "racks: at most {MAX_RACKS_PER_SUBMIT} per request, got {}",
+                self.racks.len()
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// What a submission does when a rack already has an unfinished task.

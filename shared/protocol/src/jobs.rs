@@ -85,6 +85,13 @@ pub const STREAM_JOBS: &str = "FLOW_JOBS";
 pub const STREAM_RESULTS: &str = "FLOW_RESULTS";
 /// The JetStream stream of task events (limits, 7 days, `flow.events.>`).
 pub const STREAM_EVENTS: &str = "FLOW_EVENTS";
+/// The JetStream stream of parked messages (limits, [`PARKED_MAX_AGE`],
+/// `flow.parked.<origin stream, lowercase>`): every message a consumer
+/// refused (not JSON, wrong fields, an unknown schema), kept with why.
+pub const STREAM_PARKED: &str = "FLOW_PARKED";
+/// How long parked messages are kept: long enough for an operator to notice
+/// (`flow status` shows the count) and replay or discard them.
+pub const PARKED_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
 /// The workers' shared durable pull consumer on [`STREAM_JOBS`].
 pub const CONSUMER_WORKERS: &str = "flow-workers";
 /// The schedulers' shared durable pull consumer on [`STREAM_RESULTS`].
@@ -95,6 +102,121 @@ pub const CONSUMER_SUBMIT: &str = "flow-submit";
 pub const BUCKET_JOB_STATE: &str = "flow_job_state";
 /// Task requests published to JetStream.
 pub const SUBJECT_SUBMIT: &str = "flow.tasks.submit";
+
+/// Header of a parked message: the stream it came from.
+pub const HEADER_PARKED_STREAM: &str = "Flow-Parked-Stream";
+/// Header of a parked message: the subject it was published on.
+pub const HEADER_PARKED_SUBJECT: &str = "Flow-Parked-Subject";
+/// Header of a parked message: its sequence in the origin stream.
+pub const HEADER_PARKED_SEQUENCE: &str = "Flow-Parked-Sequence";
+/// Header of a parked message: its `Nats-Msg-Id` in the origin stream.
+pub const HEADER_PARKED_MSG_ID: &str = "Flow-Parked-Msg-Id";
+/// Header of a parked message: why it was refused.
+pub const HEADER_PARKED_REASON: &str = "Flow-Parked-Reason";
+/// Header of a parked message: when it was parked (RFC 3339).
+pub const HEADER_PARKED_AT: &str = "Flow-Parked-At";
+/// Header of a parked message: the original payload's size in bytes.
+pub const HEADER_PARKED_SIZE: &str = "Flow-Parked-Size";
+/// Header of a parked message, present when its payload had to be cut to
+/// fit `max_payload` with the headers: the bytes kept.
+pub const HEADER_PARKED_TRUNCATED: &str = "Flow-Parked-Truncated";
+
+/// The subject messages refused on `origin_stream` are parked on.
+pub fn parked_subject(origin_stream: &str) -> String {
+    format!("flow.parked.{}", origin_stream.to_ascii_lowercase())
+}
+
+/// Where a refused message came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParkOrigin<'a> {
+    /// Its stream.
+    pub stream: &'a str,
+    /// Its subject.
+    pub subject: &'a str,
+    /// Its sequence in the stream (stable across redeliveries; 0 when
+    /// unknown).
+    pub sequence: u64,
+    /// Its `Nats-Msg-Id`, if it had one.
+    pub msg_id: Option<&'a str>,
+}
+
+/// A refused message as it is parked on [`STREAM_PARKED`]: what to publish
+/// (no I/O here; the services publish it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Parked {
+    /// `flow.parked.<stream>`.
+    pub subject: String,
+    /// `parked/<stream>/<sequence>` (none when the sequence is unknown): a
+    /// redelivered message that was already parked (the term got lost) is
+    /// dropped as a duplicate.
+    pub msg_id: Option<String>,
+    /// The headers, values on one line each.
+    pub headers: Vec<(&'static str, String)>,
+    /// How many bytes of the original payload to keep: all of them unless
+    /// payload and headers together exceed `max_payload`.
+    pub keep: usize,
+}
+
+/// Describes how to park a message of `payload_len` bytes refused for
+/// `reason` at `at`, within the server's `max_payload`.
+pub fn park(
+    origin: &ParkOrigin<'_>,
+    reason: &str,
+    at: std::time::SystemTime,
+    payload_len: usize,
+    max_payload: usize,
+) -> Parked {
+    let line = |s: &str| -> String {
+        crate::decode::cap(
+            s.chars()
+                .map(|c| if c.is_control() { ' ' } else { c })
+                .collect(),
+        )
+    };
+    let at = time::OffsetDateTime::from(at)
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default();
+    let msg_id =
+        (origin.sequence > 0).then(|| format!("parked/{}/{}", origin.stream, origin.sequence));
+    let mut headers = vec![
+        (HEADER_PARKED_STREAM, line(origin.stream)),
+        (HEADER_PARKED_SUBJECT, line(origin.subject)),
+        (HEADER_PARKED_SEQUENCE, origin.sequence.to_string()),
+        (HEADER_PARKED_REASON, line(reason)),
+        (HEADER_PARKED_AT, at),
+        (HEADER_PARKED_SIZE, payload_len.to_string()),
+    ];
+    if let Some(id) = origin.msg_id {
+        headers.push((HEADER_PARKED_MSG_ID, line(id)));
+    }
+    // As NATS counts an HPUB: "NATS/1.0\r\n", "<name>: <value>\r\n" each,
+    // "\r\n"; plus the Nats-Msg-Id header the publish adds.
+    let header_len = |headers: &[(&str, String)]| -> usize {
+        10 + 2
+            + headers
+                .iter()
+                .map(|(k, v)| k.len() + 2 + v.len() + 2)
+                .sum::<usize>()
+            + msg_id
+                .as_ref()
+                .map_or(0, |id| "Nats-Msg-Id".len() + 2 + id.len() + 2)
+    };
+    let mut keep = payload_len;
+    if header_len(&headers) + payload_len > max_payload {
+        // The truncation header's own size, at its longest.
+        headers.push((HEADER_PARKED_TRUNCATED, payload_len.to_string()));
+        keep = max_payload.saturating_sub(header_len(&headers));
+        if let Some((_, v)) = headers.last_mut() {
+            *v = keep.to_string();
+        }
+    }
+    Parked {
+        subject: parked_subject(origin.stream),
+        msg_id,
+        headers,
+        keep,
+    }
+}
 
 /// The subject of a component type's jobs.
 pub fn job_subject(component_type: ComponentType) -> String {
@@ -197,4 +319,62 @@ pub struct ComponentResult {
     pub attempts: u32,
     /// Last error.
     pub error: Option<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn origin() -> ParkOrigin<'static> {
+        ParkOrigin {
+            stream: STREAM_TASKS,
+            subject: SUBJECT_SUBMIT,
+            sequence: 7,
+            msg_id: Some("req-1"),
+        }
+    }
+
+    #[test]
+    fn a_parked_message_keeps_its_payload_and_says_why_on_one_line() {
+        let p = park(
+            &origin(),
+            "line 1\nline 2",
+            std::time::UNIX_EPOCH,
+            100,
+            1 << 20,
+        );
+        assert_eq!(p.subject, "flow.parked.flow_tasks");
+        assert_eq!(p.msg_id.as_deref(), Some("parked/FLOW_TASKS/7"));
+        assert_eq!(p.keep, 100);
+        let reason = p.headers.iter().find(|(k, _)| *k == HEADER_PARKED_REASON);
+        assert_eq!(reason.map(|(_, v)| v.as_str()), Some("line 1 line 2"));
+        assert!(p.headers.iter().all(|(_, v)| !v.contains(['\r', '\n'])));
+        assert!(!p.headers.iter().any(|(k, _)| *k == HEADER_PARKED_TRUNCATED));
+        let at = p.headers.iter().find(|(k, _)| *k == HEADER_PARKED_AT);
+        assert_eq!(at.map(|(_, v)| v.as_str()), Some("1970-01-01T00:00:00Z"));
+    }
+
+    #[test]
+    fn a_payload_at_max_payload_is_cut_to_fit_with_its_headers() {
+        let max = 4096;
+        let p = park(&origin(), "bad", std::time::SystemTime::now(), max, max);
+        let headers: usize = 12
+            + p.headers
+                .iter()
+                .map(|(k, v)| k.len() + v.len() + 4)
+                .sum::<usize>()
+            + "Nats-Msg-Id".len()
+            + p.msg_id.as_ref().map_or(0, String::len)
+            + 4;
+        assert!(p.keep < max);
+        assert!(
+            headers + p.keep <= max && headers + p.keep > max - 8,
+            "{p:?}"
+        );
+        let truncated = p
+            .headers
+            .iter()
+            .find(|(k, _)| *k == HEADER_PARKED_TRUNCATED);
+        assert_eq!(truncated.map(|(_, v)| v.clone()), Some(p.keep.to_string()));
+    }
 }

@@ -3,6 +3,7 @@
 //! types (JSON, versioned with `schema: 1`). No I/O.
 
 pub mod api;
+pub mod decode;
 pub mod ids;
 pub mod jobs;
 pub mod rack;
