@@ -80,3 +80,55 @@ mod tests {
         assert_eq!(g.peaks(0), [(ComponentKind::Compute, 1)]);
     }
 }
+
+/// Every Redfish request: how many arrived, and the most in flight at once
+/// at any one BMC (from arrival, through any injected latency, to the
+/// reply). Benchmarks read it to show what Flow asks of one BMC.
+#[derive(Debug, Default)]
+pub(crate) struct RequestGauge {
+    total: std::sync::atomic::AtomicU64,
+    peak_per_bmc: std::sync::atomic::AtomicUsize,
+}
+
+/// Holds one in-flight request of one BMC; leaves on drop.
+pub(crate) struct BmcRequest<'a> {
+    in_flight: &'a std::sync::atomic::AtomicUsize,
+}
+
+impl RequestGauge {
+    /// A request arrives at the BMC whose in-flight counter is `in_flight`.
+    pub(crate) fn enter<'a>(
+        &self,
+        in_flight: &'a std::sync::atomic::AtomicUsize,
+    ) -> BmcRequest<'a> {
+        use std::sync::atomic::Ordering::Relaxed;
+        self.total.fetch_add(1, Relaxed);
+        let now = in_flight.fetch_add(1, Relaxed) + 1;
+        self.peak_per_bmc.fetch_max(now, Relaxed);
+        BmcRequest { in_flight }
+    }
+
+    /// Requests since start.
+    pub(crate) fn total(&self) -> u64 {
+        self.total.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The most requests in flight at once at one BMC since start or the
+    /// last admin reset.
+    pub(crate) fn peak_per_bmc(&self) -> usize {
+        self.peak_per_bmc.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Forgets the peak.
+    pub(crate) fn clear_peak(&self) {
+        self.peak_per_bmc
+            .store(0, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+impl Drop for BmcRequest<'_> {
+    fn drop(&mut self) {
+        self.in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
+}

@@ -11,6 +11,13 @@ use crate::world::World;
 /// a faulty BMC reports).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SimState {
+    /// Redfish requests served since start.
+    #[serde(default)]
+    pub requests_total: u64,
+    /// The most Redfish requests in flight at once at any one BMC, since
+    /// start or the last admin reset.
+    #[serde(default)]
+    pub peak_concurrent_requests_per_bmc: usize,
     /// Racks in order.
     pub racks: Vec<RackState>,
 }
@@ -131,5 +138,9 @@ pub(crate) fn snapshot(world: &World) -> SimState {
             })
         })
         .collect();
-    SimState { racks }
+    SimState {
+        requests_total: world.requests.total(),
+        peak_concurrent_requests_per_bmc: world.requests.peak_per_bmc(),
+        racks,
+    }
 }

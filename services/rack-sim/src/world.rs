@@ -87,6 +87,8 @@ pub(crate) struct World {
     pub(crate) faults: Faults,
     /// Peak concurrent reset requests per rack and kind.
     pub(crate) resets: crate::gauge::ResetGauge,
+    /// Redfish requests: total and peak in flight at one BMC.
+    pub(crate) requests: crate::gauge::RequestGauge,
     wake: Notify,
 }
 
@@ -149,6 +151,7 @@ impl World {
             rack_index,
             faults: Faults::default(),
             resets: crate::gauge::ResetGauge::default(),
+            requests: crate::gauge::RequestGauge::default(),
             wake: Notify::new(),
             config,
         };
@@ -388,6 +391,7 @@ impl World {
         let now = Instant::now();
         self.faults.clear();
         self.resets.clear_peaks();
+        self.requests.clear_peak();
         for spec in self.config.faults.clone() {
             if let Err(error) = self.faults.add(spec) {
                 tracing::warn!(%error, "configured fault no longer installs");

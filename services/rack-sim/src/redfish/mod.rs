@@ -54,16 +54,23 @@ pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
 pub(crate) struct Bmc {
     world: Arc<World>,
     at: ComponentRef,
+    /// Requests in flight at this BMC now.
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// The router of one BMC: every request goes to [`handle`].
 pub(crate) fn router(world: Arc<World>, at: ComponentRef) -> Router {
-    Router::new().fallback(handle).with_state(Bmc { world, at })
+    Router::new().fallback(handle).with_state(Bmc {
+        world,
+        at,
+        in_flight: Arc::default(),
+    })
 }
 
 async fn handle(State(bmc): State<Bmc>, request: Request) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
+    let _request = bmc.world.requests.enter(&bmc.in_flight);
     // Count power commands in flight, latency included.
     let _in_flight = (method == Method::POST && path.trim_end_matches('/').ends_with(".Reset"))
         .then(|| bmc.world.resets.enter(bmc.at.rack, bmc.world.kind(bmc.at)));

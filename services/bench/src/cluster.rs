@@ -1,0 +1,593 @@
+//! A whole Flow installation on this machine, started from the built
+//! binaries: a private `nats-server` (JetStream, `sync_interval: always`),
+//! a fresh database (on the given Postgres, or on a private Postgres the
+//! cluster starts itself so it can be restarted), `flow-rack-sim`,
+//! `flow-scheduler` and W `flow-worker`s. Everything is a child process, so
+//! it can be measured, killed and restarted.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use flow_protocol::rack::RackSpec;
+
+use crate::api;
+use crate::procs::{Proc, Recipe, Usage, free_port};
+
+/// The credential reference the simulator's rack documents carry.
+const CREDENTIAL_REF: &str = flow_rack_sim::CREDENTIAL_REF;
+/// The environment variable the workers read the BMC password from.
+const PASSWORD_ENV: &str = "FLOW_BENCH_BMC_PASSWORD";
+/// Bounded waits for start-up.
+const START_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Where the binaries and services are.
+#[derive(Debug, Clone)]
+pub struct Tools {
+    /// Directory holding flow-scheduler, flow-worker and flow-rack-sim.
+    pub bin_dir: PathBuf,
+    /// A nats-server >= 2.10.
+    pub nats_server: PathBuf,
+    /// A Postgres URL whose user may create databases (ignored with
+    /// `own_postgres`).
+    pub database_url: String,
+}
+
+/// What to start.
+#[derive(Debug, Clone)]
+pub struct ClusterSpec {
+    /// Racks in the simulator.
+    pub racks: usize,
+    /// Workers.
+    pub workers: usize,
+    /// Jobs per worker.
+    pub worker_max_jobs: usize,
+    /// The simulator's time scale.
+    pub time_scale: f64,
+    /// Start with racks powered on.
+    pub initial_power_on: bool,
+    /// First BMC port (0: OS-chosen ports).
+    pub bmc_base_port: u16,
+    /// Start a private Postgres (so a drill can restart it).
+    pub own_postgres: bool,
+    /// How long a job may go without an ack before another worker gets it
+    /// (`FLOW_JOB_ACK_WAIT`; unset: the scheduler's default).
+    pub job_ack_wait: Option<Duration>,
+}
+
+/// A started installation.
+pub struct Cluster {
+    /// Working directory (logs, stores).
+    pub work: PathBuf,
+    /// NATS client of the harness.
+    pub nats: async_nats::Client,
+    /// `nats-server`.
+    pub nats_server: Proc,
+    /// NATS monitoring port.
+    pub nats_monitor_port: u16,
+    /// A private Postgres, when asked for.
+    pub postgres: Option<Proc>,
+    /// `flow-rack-sim`.
+    pub sim: Proc,
+    /// The simulator's admin base URL.
+    pub sim_admin: String,
+    /// `flow-scheduler`.
+    pub scheduler: Proc,
+    /// `flow-worker`s.
+    pub workers: Vec<Proc>,
+    /// The racks, as the simulator describes them.
+    pub racks: Vec<RackSpec>,
+    database_admin_url: String,
+    database_name: String,
+    http: reqwest::Client,
+}
+
+/// What each process used, at the end of a run.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct ClusterUsage {
+    /// The scheduler.
+    pub scheduler: Usage,
+    /// Each worker.
+    pub workers: Vec<Usage>,
+    /// The simulator.
+    pub simulator: Usage,
+    /// nats-server.
+    pub nats_server: Usage,
+}
+
+impl Cluster {
+    /// Starts everything and waits until the API answers and the racks are
+    /// registered.
+    pub async fn start(tools: &Tools, spec: &ClusterSpec, work: &Path) -> anyhow::Result<Cluster> {
+        std::fs::create_dir_all(work)?;
+        let work = work.to_path_buf();
+        // A reused directory keeps no old JetStream store.
+        let _ = std::fs::remove_dir_all(work.join("jetstream"));
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .build()?;
+
+        // NATS: a private server that syncs every write to disk.
+        let nats_port = free_port()?;
+        let nats_monitor_port = free_port()?;
+        std::fs::write(
+            work.join("nats.conf"),
+            "jetstream {\n  sync_interval: always\n}\n",
+        )?;
+        let nats_server = Proc::spawn(Recipe {
+            name: "nats-server".into(),
+            program: tools.nats_server.clone(),
+            args: vec![
+                "-c".into(),
+                work.join("nats.conf").display().to_string(),
+                "-a".into(),
+                "127.0.0.1".into(),
+                "-p".into(),
+                nats_port.to_string(),
+                "-m".into(),
+                nats_monitor_port.to_string(),
+                "-js".into(),
+                "-sd".into(),
+                work.join("jetstream").display().to_string(),
+            ],
+            env: Vec::new(),
+            log: work.join("nats.log"),
+            run_as: None,
+        })?;
+        wait_http(
+            &http,
+            &format!("http://127.0.0.1:{nats_monitor_port}/healthz"),
+            "nats-server",
+        )
+        .await?;
+        let nats_url = format!("nats://127.0.0.1:{nats_port}");
+
+        // Postgres: a fresh database.
+        let (postgres, database_admin_url) = if spec.own_postgres {
+            let (p, url) = start_postgres(&work).await?;
+            (Some(p), url)
+        } else {
+            (None, tools.database_url.clone())
+        };
+        let database_name = format!("flow_bench_{}", uuid::Uuid::new_v4().simple());
+        admin_sql(
+            &database_admin_url,
+            &format!("CREATE DATABASE \"{database_name}\""),
+        )
+        .await
+        .context("cannot create the benchmark's database")?;
+        let database_url = with_database(&database_admin_url, &database_name);
+
+        // The simulator.
+        let sim_admin_port = free_port()?;
+        let inventory = work.join("racks");
+        if inventory.is_dir() {
+            std::fs::remove_dir_all(&inventory)?;
+        } else if inventory.exists() {
+            std::fs::remove_file(&inventory)?;
+        }
+        let mut sim_args = vec![
+            "--racks".into(),
+            spec.racks.to_string(),
+            "--admin-port".into(),
+            sim_admin_port.to_string(),
+            "--bmc-base-port".into(),
+            spec.bmc_base_port.to_string(),
+            "--time-scale".into(),
+            spec.time_scale.to_string(),
+            "--inventory-out".into(),
+            inventory.display().to_string(),
+        ];
+        if spec.initial_power_on {
+            sim_args.extend(["--initial-power".into(), "on".into()]);
+        }
+        let sim = Proc::spawn(Recipe {
+            name: "flow-rack-sim".into(),
+            program: tools.bin_dir.join("flow-rack-sim"),
+            args: sim_args,
+            env: vec![("RUST_LOG".into(), "warn".into())],
+            log: work.join("sim.log"),
+            run_as: None,
+        })?;
+        let ready = wait_for(START_TIMEOUT, || {
+            std::fs::read_to_string(sim.log()).is_ok_and(|l| l.contains("flow-rack-sim ready"))
+        })
+        .await;
+        if !ready {
+            bail!(
+                "flow-rack-sim did not start within {START_TIMEOUT:?}:\n{}",
+                sim.log_tail(20)
+            );
+        }
+        let racks = read_inventory(&inventory, spec.racks)?;
+
+        // The scheduler and the workers.
+        let mut common_env = vec![
+            ("FLOW_NATS_URL".to_owned(), nats_url.clone()),
+            ("FLOW_LOG".to_owned(), "info".to_owned()),
+        ];
+        if let Some(wait) = spec.job_ack_wait {
+            common_env.push((
+                "FLOW_JOB_ACK_WAIT".into(),
+                format!("{}ms", wait.as_millis()),
+            ));
+        }
+        let mut sched_env = common_env.clone();
+        sched_env.push(("FLOW_DATABASE_URL".into(), database_url));
+        sched_env.push((
+            "FLOW_METRICS_LISTEN".into(),
+            format!("127.0.0.1:{}", free_port()?),
+        ));
+        let scheduler = Proc::spawn(Recipe {
+            name: "flow-scheduler".into(),
+            program: tools.bin_dir.join("flow-scheduler"),
+            args: Vec::new(),
+            env: sched_env,
+            log: work.join("scheduler.log"),
+            run_as: None,
+        })?;
+        let credentials = work.join("credentials.yaml");
+        std::fs::write(
+            &credentials,
+            format!(
+                "{CREDENTIAL_REF}: {{user: {}, password_env: {PASSWORD_ENV}}}\n",
+                flow_rack_sim::DEFAULT_USER
+            ),
+        )?;
+        let mut workers = Vec::new();
+        for n in 1..=spec.workers {
+            let mut env = common_env.clone();
+            env.push((PASSWORD_ENV.into(), flow_rack_sim::DEFAULT_PASSWORD.into()));
+            env.push((
+                "FLOW_METRICS_LISTEN".into(),
+                format!("127.0.0.1:{}", free_port()?),
+            ));
+            workers.push(Proc::spawn(Recipe {
+                name: format!("worker-{n}"),
+                program: tools.bin_dir.join("flow-worker"),
+                args: vec![
+                    "--credentials-file".into(),
+                    credentials.display().to_string(),
+                    "--lifecycle-url".into(),
+                    format!("http://127.0.0.1:{sim_admin_port}/lifecycle/v1"),
+                    "--lifecycle-credential".into(),
+                    CREDENTIAL_REF.into(),
+                    "--max-jobs".into(),
+                    spec.worker_max_jobs.to_string(),
+                ],
+                env,
+                log: work.join(format!("worker-{n}.log")),
+                run_as: None,
+            })?);
+        }
+
+        let nats = async_nats::ConnectOptions::new()
+            .name("flow-bench")
+            .retry_on_initial_connect()
+            .connect(&nats_url)
+            .await?;
+        let mut cluster = Cluster {
+            work,
+            nats,
+            nats_server,
+            nats_monitor_port,
+            postgres,
+            sim,
+            sim_admin: format!("http://127.0.0.1:{sim_admin_port}"),
+            scheduler,
+            workers,
+            racks,
+            database_admin_url,
+            database_name,
+            http,
+        };
+        cluster.wait_api().await?;
+        // Racks in parallel, a few at a time.
+        let nats = cluster.nats.clone();
+        let results: Vec<anyhow::Result<()>> = futures::stream::iter(cluster.racks.clone())
+            .map(|rack| {
+                let nats = nats.clone();
+                async move { api::create_rack(&nats, &rack).await }
+            })
+            .buffer_unordered(16)
+            .collect()
+            .await;
+        for r in results {
+            r?;
+        }
+        Ok(cluster)
+    }
+
+    /// Waits until `flow.api` answers (after a start or a restart).
+    pub async fn wait_api(&mut self) -> anyhow::Result<Duration> {
+        let start = Instant::now();
+        while start.elapsed() < START_TIMEOUT {
+            if api::task_counts(&self.nats).await.is_ok() {
+                return Ok(start.elapsed());
+            }
+            if !self.scheduler.running() {
+                bail!("flow-scheduler exited:\n{}", self.scheduler.log_tail(20));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bail!(
+            "flow.api did not answer within {START_TIMEOUT:?}:\n{}",
+            self.scheduler.log_tail(20)
+        )
+    }
+
+    /// The simulator's view of every component.
+    pub async fn sim_state(&self) -> anyhow::Result<flow_rack_sim::SimState> {
+        Ok(self
+            .http
+            .get(format!("{}/admin/v1/state", self.sim_admin))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?)
+    }
+
+    /// What every process used so far.
+    pub fn usage(&self) -> ClusterUsage {
+        ClusterUsage {
+            scheduler: self.scheduler.usage(),
+            workers: self.workers.iter().map(Proc::usage).collect(),
+            simulator: self.sim.usage(),
+            nats_server: self.nats_server.usage(),
+        }
+    }
+
+    /// Restarts the NATS server with the same port and store (after a kill).
+    pub async fn restart_nats(&mut self) -> anyhow::Result<()> {
+        self.nats_server.restart()?;
+        wait_http(
+            &self.http,
+            &format!("http://127.0.0.1:{}/healthz", self.nats_monitor_port),
+            "nats-server",
+        )
+        .await
+    }
+
+    /// Restarts the private Postgres: an immediate (crash-like) stop, then
+    /// a start on the same port and data.
+    pub async fn restart_postgres(&mut self) -> anyhow::Result<()> {
+        let Some(pg) = self.postgres.as_mut() else {
+            bail!("this cluster uses a shared Postgres; start it with own_postgres to restart it");
+        };
+        pg.signal_and_wait("QUIT", Duration::from_secs(20));
+        pg.start_again()?;
+        let url = self.database_admin_url.clone();
+        let up = wait_for_async(START_TIMEOUT, || {
+            let url = url.clone();
+            async move { admin_sql(&url, "SELECT 1").await.is_ok() }
+        })
+        .await;
+        if !up {
+            bail!("postgres did not come back:\n{}", pg.log_tail(20));
+        }
+        Ok(())
+    }
+
+    /// Stops everything (gently, workers first) and drops the database.
+    pub async fn stop(mut self) {
+        for w in &mut self.workers {
+            w.terminate(Duration::from_secs(10));
+        }
+        self.scheduler.terminate(Duration::from_secs(10));
+        self.sim.terminate(Duration::from_secs(5));
+        let _ = admin_sql(
+            &self.database_admin_url,
+            &format!(
+                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                self.database_name
+            ),
+        )
+        .await;
+        if let Some(pg) = self.postgres.as_mut() {
+            pg.terminate(Duration::from_secs(10));
+        }
+        self.nats_server.terminate(Duration::from_secs(5));
+    }
+}
+
+use futures::StreamExt;
+
+fn read_inventory(path: &Path, racks: usize) -> anyhow::Result<Vec<RackSpec>> {
+    let read = |p: &Path| -> anyhow::Result<RackSpec> {
+        let text =
+            std::fs::read_to_string(p).with_context(|| format!("cannot read {}", p.display()))?;
+        serde_json::from_str(&text).with_context(|| format!("{} is not a rack", p.display()))
+    };
+    if racks == 1 {
+        return Ok(vec![read(path)?]);
+    }
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(path)? {
+        out.push(read(&entry?.path())?);
+    }
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    if out.len() != racks {
+        bail!("the simulator described {} racks, not {racks}", out.len());
+    }
+    Ok(out)
+}
+
+/// Runs one statement on the admin database.
+async fn admin_sql(url: &str, sql: &str) -> anyhow::Result<()> {
+    use sqlx::Connection;
+    let mut conn = tokio::time::timeout(Duration::from_secs(5), sqlx::PgConnection::connect(url))
+        .await
+        .map_err(|_| anyhow::anyhow!("postgres at {url} did not answer"))??;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+        .execute(&mut conn)
+        .await?;
+    let _ = conn.close().await;
+    Ok(())
+}
+
+/// The same server URL with another database.
+fn with_database(url: &str, name: &str) -> String {
+    let (base, query) = match url.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (url, None),
+    };
+    let head = base.rsplit_once('/').map_or(base, |(h, _)| h);
+    match query {
+        Some(q) => format!("{head}/{name}?{q}"),
+        None => format!("{head}/{name}"),
+    }
+}
+
+async fn wait_http(http: &reqwest::Client, url: &str, what: &str) -> anyhow::Result<()> {
+    let ok = wait_for_async(START_TIMEOUT, || async {
+        http.get(url)
+            .send()
+            .await
+            .is_ok_and(|r| r.status().is_success())
+    })
+    .await;
+    if ok {
+        Ok(())
+    } else {
+        bail!("{what} did not become healthy at {url} within {START_TIMEOUT:?}")
+    }
+}
+
+/// Polls `cond` every 100 ms until it holds or `limit` passes.
+pub async fn wait_for(limit: Duration, mut cond: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    loop {
+        if cond() {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// [`wait_for`] with an async condition.
+pub async fn wait_for_async<F, Fut>(limit: Duration, mut cond: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        if cond().await {
+            return true;
+        }
+        if start.elapsed() >= limit {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Where Debian keeps the Postgres server binaries (`initdb`, `postgres`).
+fn postgres_bindir() -> anyhow::Result<PathBuf> {
+    if let Ok(dir) = std::env::var("FLOW_PG_BINDIR") {
+        return Ok(PathBuf::from(dir));
+    }
+    let mut found: Vec<PathBuf> = std::fs::read_dir("/usr/lib/postgresql")
+        .context("no /usr/lib/postgresql: install postgresql or set FLOW_PG_BINDIR")?
+        .filter_map(|e| e.ok().map(|e| e.path().join("bin")))
+        .filter(|p| p.join("initdb").exists())
+        .collect();
+    found.sort();
+    found
+        .pop()
+        .context("no initdb under /usr/lib/postgresql/*/bin: set FLOW_PG_BINDIR")
+}
+
+fn running_as_root() -> bool {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
+}
+
+/// A private Postgres: initdb into a fresh directory, then the server on a
+/// free port with its socket in that directory. As root, both run as the
+/// `postgres` user (Postgres refuses root).
+async fn start_postgres(work: &Path) -> anyhow::Result<(Proc, String)> {
+    let bindir = postgres_bindir()?;
+    let root = running_as_root();
+    // The postgres user must be able to reach the directory: /tmp, not the
+    // (private) work directory.
+    let dir = std::env::temp_dir().join(format!("flow-bench-pg-{}", uuid::Uuid::new_v4().simple()));
+    std::fs::create_dir_all(&dir)?;
+    let run_as = root.then(|| "postgres".to_owned());
+    if root {
+        let ok = std::process::Command::new("chown")
+            .args(["postgres:postgres", &dir.display().to_string()])
+            .status()?
+            .success();
+        if !ok {
+            bail!("cannot hand {} to the postgres user", dir.display());
+        }
+    }
+    let data = dir.join("data");
+    let mut initdb = match &run_as {
+        Some(u) => {
+            let mut c = std::process::Command::new("setpriv");
+            c.arg(format!("--reuid={u}"))
+                .arg(format!("--regid={u}"))
+                .arg("--init-groups")
+                .arg("--")
+                .arg(bindir.join("initdb"));
+            c
+        }
+        None => std::process::Command::new(bindir.join("initdb")),
+    };
+    let out = initdb
+        .args([
+            "-D",
+            &data.display().to_string(),
+            "-U",
+            "postgres",
+            "-A",
+            "trust",
+            "--no-sync",
+        ])
+        .output()?;
+    if !out.status.success() {
+        bail!(
+            "initdb failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    let port = free_port()?;
+    let log = work.join("postgres.log");
+    let proc = Proc::spawn(Recipe {
+        name: "postgres".into(),
+        program: bindir.join("postgres"),
+        args: vec![
+            "-D".into(),
+            data.display().to_string(),
+            "-p".into(),
+            port.to_string(),
+            "-k".into(),
+            dir.display().to_string(),
+            "-c".into(),
+            "listen_addresses=127.0.0.1".into(),
+            "-c".into(),
+            "max_connections=200".into(),
+        ],
+        env: Vec::new(),
+        log,
+        run_as,
+    })?;
+    let url = format!("postgres://postgres@127.0.0.1:{port}/postgres");
+    let up = wait_for_async(START_TIMEOUT, || {
+        let url = url.clone();
+        async move { admin_sql(&url, "SELECT 1").await.is_ok() }
+    })
+    .await;
+    if !up {
+        bail!("private postgres did not start:\n{}", proc.log_tail(20));
+    }
+    Ok((proc, url))
+}

@@ -1,0 +1,401 @@
+//! Fault drills: racks power-cycle (power on, then off) while processes are
+//! killed and servers restarted under them; afterwards every task must be
+//! completed, every component in the state its rule demands, and no
+//! component commanded more often than one redelivered in-flight call
+//! explains.
+//!
+//! Faults, per phase (offsets from the phase's submission): a worker is
+//! killed with SIGKILL and started again every `worker_kill_every`; at 4 s
+//! the scheduler is killed (SIGKILL) and started again; at 10 s the NATS
+//! server is killed (SIGKILL, `sync_interval: always`) and started again on
+//! the same port and store; at 16 s the private Postgres is stopped
+//! immediately (SIGQUIT: no checkpoint, crash recovery at start) and
+//! started again. Time to resume = from the moment the fault is cleared
+//! (process back) to the first task event published after it.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::bail;
+use clap::ValueEnum;
+use flow_protocol::api::{ConflictStrategy, TaskSubmit};
+use flow_protocol::ids::RackRef;
+use flow_rules::OperationCode;
+use futures::StreamExt;
+use serde::Serialize;
+
+use crate::api;
+use crate::cluster::{Cluster, ClusterSpec, Tools};
+use crate::scenario::wait_finished;
+
+/// The drill's rules.
+pub const DRILL_RULES: &str = include_str!("../rules/drill-rules.yaml");
+
+/// A fault the drill can inject.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, ValueEnum, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Fault {
+    /// SIGKILL a worker every few seconds (started again at once).
+    WorkerKill,
+    /// SIGKILL the scheduler, start it again.
+    SchedulerKill,
+    /// SIGKILL the NATS server, start it again on the same store.
+    NatsRestart,
+    /// Immediate stop of Postgres, start it again.
+    PostgresRestart,
+}
+
+impl Fault {
+    /// Every fault.
+    pub const ALL: [Fault; 4] = [
+        Fault::WorkerKill,
+        Fault::SchedulerKill,
+        Fault::NatsRestart,
+        Fault::PostgresRestart,
+    ];
+
+    /// Offset from the start of a phase (the one-off faults).
+    fn offset(self) -> Option<Duration> {
+        match self {
+            Fault::WorkerKill => None,
+            Fault::SchedulerKill => Some(Duration::from_secs(4)),
+            Fault::NatsRestart => Some(Duration::from_secs(10)),
+            Fault::PostgresRestart => Some(Duration::from_secs(16)),
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone, Serialize)]
+pub struct DrillSpec {
+    /// Racks.
+    pub racks: usize,
+    /// Workers.
+    pub workers: usize,
+    /// Faults to inject.
+    pub faults: Vec<Fault>,
+    /// How often a worker is killed.
+    pub worker_kill_every: Duration,
+    /// Simulator time scale.
+    pub time_scale: f64,
+    /// Bound on each phase.
+    pub phase_limit: Duration,
+}
+
+/// One injected fault.
+#[derive(Debug, Clone, Serialize)]
+pub struct FaultReport {
+    /// Which.
+    pub fault: Fault,
+    /// The phase it hit.
+    pub phase: String,
+    /// Seconds since the phase began.
+    pub at_s: f64,
+    /// Injection → cleared (process back and healthy), ms.
+    pub outage_ms: f64,
+    /// Cleared → first task event afterwards, ms (None: no event came).
+    pub resumed_after_ms: Option<f64>,
+}
+
+/// One phase (power on, power off).
+#[derive(Debug, Clone, Serialize)]
+pub struct PhaseReport {
+    /// The operation.
+    pub operation: String,
+    /// Tasks.
+    pub tasks: usize,
+    /// Final statuses.
+    pub statuses: BTreeMap<String, usize>,
+    /// Submission → all finished, seconds.
+    pub seconds: f64,
+    /// Components not in the demanded state afterwards.
+    pub wrong_state: Vec<String>,
+    /// Power commands per component in this phase → how many components.
+    pub commands_per_component: BTreeMap<usize, usize>,
+}
+
+/// The drill's outcome.
+#[derive(Debug, Clone, Serialize)]
+pub struct DrillReport {
+    /// What ran.
+    pub spec: DrillSpec,
+    /// Phases.
+    pub phases: Vec<PhaseReport>,
+    /// Faults, in order.
+    pub faults: Vec<FaultReport>,
+    /// Workers killed.
+    pub worker_kills: usize,
+    /// What is wrong (empty: passed).
+    pub problems: Vec<String>,
+}
+
+/// Most power commands one component may receive in a phase: its one
+/// command, plus one more when the worker holding its call was killed
+/// after the BMC accepted the command but before the checkpoint recorded it.
+pub const MAX_COMMANDS_PER_COMPONENT: usize = 2;
+
+/// Task events seen, with the time each arrived.
+struct Events {
+    at: Arc<Mutex<Vec<Instant>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Events {
+    async fn subscribe(nats: &async_nats::Client) -> anyhow::Result<Events> {
+        let mut sub = nats.subscribe("flow.events.>").await?;
+        let at = Arc::new(Mutex::new(Vec::new()));
+        let into = Arc::clone(&at);
+        let task = tokio::spawn(async move {
+            while sub.next().await.is_some() {
+                into.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push(Instant::now());
+            }
+        });
+        Ok(Events { at, task })
+    }
+
+    fn first_after(&self, t: Instant) -> Option<Instant> {
+        self.at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .copied()
+            .find(|x| *x > t)
+    }
+}
+
+impl Drop for Events {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Runs the drill on a fresh cluster under `work`.
+pub async fn run(tools: &Tools, spec: &DrillSpec, work: &Path) -> anyhow::Result<DrillReport> {
+    let cluster_spec = ClusterSpec {
+        racks: spec.racks,
+        workers: spec.workers,
+        worker_max_jobs: 8,
+        time_scale: spec.time_scale,
+        initial_power_on: false,
+        bmc_base_port: 0,
+        own_postgres: spec.faults.contains(&Fault::PostgresRestart),
+        // Longer than the workers' 10 s progress ack, short enough that a
+        // killed worker's job comes back quickly.
+        job_ack_wait: Some(Duration::from_secs(15)),
+    };
+    let mut cluster = Cluster::start(tools, &cluster_spec, work).await?;
+    let result = drive(&mut cluster, spec).await;
+    let result = result.map_err(|e| e.context(format!("logs in {}", cluster.work.display())));
+    cluster.stop().await;
+    result
+}
+
+async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillReport> {
+    api::load_rules(&cluster.nats, DRILL_RULES).await?;
+    let events = Events::subscribe(&cluster.nats).await?;
+    let mut report = DrillReport {
+        spec: spec.clone(),
+        phases: Vec::new(),
+        faults: Vec::new(),
+        worker_kills: 0,
+        problems: Vec::new(),
+    };
+    let mut next_worker = 0;
+    let mut commands_before: BTreeMap<(String, String), usize> = BTreeMap::new();
+    for (operation, expected) in [("power_on", "On"), ("power_off", "Off")] {
+        let code: OperationCode = operation.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+        let started = Instant::now();
+        let reply = api::submit(
+            &cluster.nats,
+            &TaskSubmit {
+                request_id: uuid::Uuid::new_v4().to_string(),
+                racks: cluster
+                    .racks
+                    .iter()
+                    .map(|r| RackRef(r.name.clone()))
+                    .collect(),
+                component_types: Vec::new(),
+                operation: code,
+                rule_id: None,
+                firmware: BTreeMap::new(),
+                conflict: ConflictStrategy::Reject,
+            },
+        )
+        .await?;
+        let tasks = reply.results.iter().filter(|r| r.task_id.is_some()).count();
+        if tasks != cluster.racks.len() {
+            bail!(
+                "{operation}: only {tasks} of {} racks got a task: {:?}",
+                cluster.racks.len(),
+                reply.results
+            );
+        }
+        let mut pending: Vec<Fault> = spec
+            .faults
+            .iter()
+            .copied()
+            .filter(|f| f.offset().is_some())
+            .collect();
+        let mut last_worker_kill = Instant::now();
+        let statuses = loop {
+            let elapsed = started.elapsed();
+            if let Ok(map) = finished(cluster, tasks).await {
+                break map;
+            }
+            if elapsed > spec.phase_limit {
+                report.problems.push(format!(
+                    "{operation}: tasks still unfinished after {:?} (stuck)",
+                    spec.phase_limit
+                ));
+                break wait_finished(cluster, tasks, Duration::from_secs(1))
+                    .await
+                    .unwrap_or_default();
+            }
+            if spec.faults.contains(&Fault::WorkerKill)
+                && last_worker_kill.elapsed() >= spec.worker_kill_every
+                && !cluster.workers.is_empty()
+            {
+                let i = next_worker % cluster.workers.len();
+                let w = &mut cluster.workers[i];
+                tracing::info!(worker = w.name(), "fault: SIGKILL worker");
+                w.restart()?;
+                next_worker += 1;
+                report.worker_kills += 1;
+                last_worker_kill = Instant::now();
+            }
+            if let Some(i) = pending
+                .iter()
+                .position(|f| f.offset().is_some_and(|o| elapsed >= o))
+            {
+                let fault = pending.remove(i);
+                let injected = Instant::now();
+                inject(cluster, fault).await?;
+                let cleared = Instant::now();
+                let resumed = wait_event(&events, cleared, Duration::from_secs(60)).await;
+                report.faults.push(FaultReport {
+                    fault,
+                    phase: operation.into(),
+                    at_s: (injected - started).as_secs_f64(),
+                    outage_ms: ms(cleared - injected),
+                    resumed_after_ms: resumed.map(|t| ms(t - cleared)),
+                });
+                if resumed.is_none() {
+                    report.problems.push(format!(
+                        "{operation}: no task event within 60 s after {fault:?} was cleared"
+                    ));
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        };
+        let seconds = started.elapsed().as_secs_f64();
+        for f in pending {
+            report.problems.push(format!(
+                "{operation}: finished in {seconds:.1} s, before {f:?} was due: nothing proven"
+            ));
+        }
+        // Check the hardware.
+        let state = cluster.sim_state().await?;
+        let mut wrong_state = Vec::new();
+        let mut per_component: BTreeMap<usize, usize> = BTreeMap::new();
+        for rack in &state.racks {
+            for c in &rack.components {
+                let power = serde_json::to_value(c.power_state)?;
+                if power.as_str() != Some(expected) {
+                    wrong_state.push(format!(
+                        "{}/{}: {power} (want {expected})",
+                        rack.name, c.name
+                    ));
+                }
+                let total = c.command_count(flow_rack_sim::CommandKind::Reset);
+                let key = (rack.name.clone(), c.name.clone());
+                let now = total - commands_before.get(&key).copied().unwrap_or(0);
+                commands_before.insert(key, total);
+                *per_component.entry(now).or_default() += 1;
+                if now > MAX_COMMANDS_PER_COMPONENT {
+                    report.problems.push(format!(
+                        "{operation}: {}/{} was commanded {now} times (at most {MAX_COMMANDS_PER_COMPONENT})",
+                        rack.name, c.name
+                    ));
+                }
+                if now == 0 {
+                    report.problems.push(format!(
+                        "{operation}: {}/{} was never commanded",
+                        rack.name, c.name
+                    ));
+                }
+            }
+        }
+        let completed = statuses.get("completed").copied().unwrap_or(0);
+        if completed != tasks {
+            report.problems.push(format!(
+                "{operation}: {completed} of {tasks} tasks completed: {statuses:?}"
+            ));
+        }
+        if !wrong_state.is_empty() {
+            report.problems.push(format!(
+                "{operation}: {} components not {expected}, e.g. {}",
+                wrong_state.len(),
+                wrong_state[0]
+            ));
+        }
+        report.phases.push(PhaseReport {
+            operation: operation.into(),
+            tasks,
+            statuses,
+            seconds,
+            wrong_state,
+            commands_per_component: per_component,
+        });
+    }
+    Ok(report)
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// Statuses once every task is final; an error while any is open (or the
+/// API is unreachable, e.g. during a fault).
+async fn finished(cluster: &Cluster, n: usize) -> anyhow::Result<BTreeMap<String, usize>> {
+    wait_finished(cluster, n, Duration::ZERO).await
+}
+
+async fn wait_event(events: &Events, after: Instant, limit: Duration) -> Option<Instant> {
+    let start = Instant::now();
+    loop {
+        if let Some(t) = events.first_after(after) {
+            return Some(t);
+        }
+        if start.elapsed() > limit {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn inject(cluster: &mut Cluster, fault: Fault) -> anyhow::Result<()> {
+    tracing::info!(?fault, "fault: injecting");
+    match fault {
+        Fault::WorkerKill => {}
+        Fault::SchedulerKill => {
+            cluster.scheduler.kill9();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            cluster.scheduler.start_again()?;
+            cluster.wait_api().await?;
+        }
+        Fault::NatsRestart => {
+            cluster.nats_server.kill9();
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            cluster.restart_nats().await?;
+        }
+        Fault::PostgresRestart => {
+            cluster.restart_postgres().await?;
+        }
+    }
+    tracing::info!(?fault, "fault: cleared");
+    Ok(())
+}

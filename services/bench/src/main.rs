@@ -1,0 +1,279 @@
+//! `flow-bench`: Flow's benchmark harness and fault drills.
+//!
+//! It starts a whole installation from the built binaries (a private
+//! `nats-server`, a fresh database, `flow-rack-sim`, `flow-scheduler`, W
+//! `flow-worker`s, each a child process), submits one operation to every
+//! rack and reports what it measured: makespan beside the ideal that the
+//! rule and the simulator's timing model allow, stage-advance latency, step
+//! jobs and hardware calls per second beside the raw JetStream rate of the
+//! same server, CPU and peak RSS per process, and the most requests any one
+//! BMC saw at once. `drill` power-cycles racks while killing workers, the
+//! scheduler, NATS and Postgres under them, and checks that nothing was
+//! lost, stuck or commanded twice too often.
+//!
+//! ```text
+//! scripts/bench                       # every scenario, release build
+//! scripts/bench run nvl72 firmware    # some scenarios
+//! scripts/bench drill                 # the full drill: 50 racks
+//! ```
+
+mod api;
+mod cluster;
+mod drill;
+mod ideal;
+mod measure;
+mod procs;
+mod report;
+mod scenario;
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use clap::{Args, Parser, Subcommand};
+
+use crate::cluster::Tools;
+use crate::drill::{DrillSpec, Fault};
+
+/// Flow's benchmark harness and fault drills.
+#[derive(Debug, Parser)]
+#[command(name = "flow-bench", version, about)]
+struct Cli {
+    #[command(flatten)]
+    tools: ToolArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Args)]
+struct ToolArgs {
+    /// Directory with flow-scheduler, flow-worker and flow-rack-sim
+    /// (default: next to this binary).
+    #[arg(long, global = true)]
+    bin_dir: Option<PathBuf>,
+    /// A nats-server >= 2.10 (default: $FLOW_NATS_SERVER, then PATH).
+    #[arg(long, global = true, env = "FLOW_NATS_SERVER")]
+    nats_server: Option<PathBuf>,
+    /// Postgres URL of a user that may create databases.
+    #[arg(
+        long,
+        global = true,
+        env = "FLOW_TEST_DATABASE_URL",
+        default_value = "postgres://postgres@127.0.0.1:5432/postgres"
+    )]
+    database_url: String,
+    /// Keep logs and stores here (default: a fresh temporary directory,
+    /// removed after a successful run).
+    #[arg(long, global = true)]
+    work_dir: Option<PathBuf>,
+    /// Write the JSON report here.
+    #[arg(long, global = true)]
+    json: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run benchmark scenarios (default: all of them) and print a table.
+    Run {
+        /// Scenarios: nvl72, site, firmware, scale-w1, scale-w2, scale-w4,
+        /// smoke (tests), or all.
+        scenarios: Vec<String>,
+        /// Override the number of racks of every scenario.
+        #[arg(long)]
+        racks: Option<usize>,
+        /// Override the number of workers of every scenario.
+        #[arg(long)]
+        workers: Option<usize>,
+    },
+    /// Power-cycle racks under faults and check nothing was lost.
+    Drill {
+        /// Racks.
+        #[arg(long, default_value_t = 50)]
+        racks: usize,
+        /// Workers.
+        #[arg(long, default_value_t = 3)]
+        workers: usize,
+        /// Faults (default: all).
+        #[arg(long, value_enum, value_delimiter = ',')]
+        faults: Vec<Fault>,
+        /// Kill a worker this often (seconds).
+        #[arg(long, default_value_t = 3.0)]
+        worker_kill_every: f64,
+        /// The short drill for `scripts/test`: 3 racks, 2 workers.
+        #[arg(long)]
+        short: bool,
+    },
+}
+
+fn tools(a: &ToolArgs) -> anyhow::Result<Tools> {
+    let bin_dir = match &a.bin_dir {
+        Some(d) => d.clone(),
+        None => std::env::current_exe()?
+            .parent()
+            .context("this binary has no directory")?
+            .to_path_buf(),
+    };
+    for b in ["flow-scheduler", "flow-worker", "flow-rack-sim"] {
+        if !bin_dir.join(b).exists() {
+            bail!(
+                "{} is missing: build the binaries first (cargo build --bins, or --release for \
+                 benchmarks) or pass --bin-dir",
+                bin_dir.join(b).display()
+            );
+        }
+    }
+    let nats_server = match &a.nats_server {
+        Some(p) => p.clone(),
+        None => which("nats-server").context(
+            "no nats-server: set FLOW_NATS_SERVER (scripts/test and scripts/bench install one)",
+        )?,
+    };
+    Ok(Tools {
+        bin_dir,
+        nats_server,
+        database_url: a.database_url.clone(),
+    })
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|d| PathBuf::from(d).join(name))
+        .find(|p| p.exists())
+}
+
+fn work_dir(a: &ToolArgs, what: &str) -> PathBuf {
+    a.work_dir.clone().unwrap_or_else(|| {
+        std::env::temp_dir().join(format!(
+            "flow-bench-{what}-{}",
+            uuid::Uuid::new_v4().simple()
+        ))
+    })
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("FLOW_BENCH_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let tools = tools(&cli.tools)?;
+    match cli.command {
+        Command::Run {
+            scenarios,
+            racks,
+            workers,
+        } => {
+            let catalogue = scenario::catalogue();
+            let mut chosen = Vec::new();
+            if scenarios.is_empty() || scenarios.iter().any(|s| s == "all") {
+                chosen = catalogue;
+            } else {
+                for name in &scenarios {
+                    let s = if name == "smoke" {
+                        scenario::smoke()
+                    } else {
+                        catalogue
+                            .iter()
+                            .find(|s| &s.name == name)
+                            .cloned()
+                            .with_context(|| {
+                                format!(
+                                    "unknown scenario {name:?}; known: {}, smoke, all",
+                                    catalogue
+                                        .iter()
+                                        .map(|s| s.name.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                )
+                            })?
+                    };
+                    chosen.push(s);
+                }
+            }
+            let mut reports = Vec::new();
+            for mut s in chosen {
+                if let Some(r) = racks {
+                    s.racks = r;
+                }
+                if let Some(w) = workers {
+                    s.workers = w;
+                }
+                let work = work_dir(&cli.tools, &s.name);
+                eprintln!(
+                    "== {}: {} ({} racks, {} workers)",
+                    s.name, s.about, s.racks, s.workers
+                );
+                let r = scenario::run(&tools, &s, &work).await?;
+                if cli.tools.work_dir.is_none() {
+                    let _ = std::fs::remove_dir_all(&work);
+                }
+                eprintln!(
+                    "   makespan {:.1} s (ideal {:.1} s), {:.1} jobs/s, {:.1} calls/s",
+                    r.makespan_s, r.ideal_s, r.jobs_per_s, r.calls_per_s
+                );
+                reports.push(r);
+            }
+            println!("{}", report::table(&reports));
+            println!();
+            println!("{}", report::usage_table(&reports));
+            if let Some(path) = &cli.tools.json {
+                std::fs::write(path, serde_json::to_vec_pretty(&reports)?)?;
+            }
+            for r in &reports {
+                if r.statuses.get("completed").copied().unwrap_or(0) != r.tasks {
+                    bail!(
+                        "{}: not every task completed: {:?}",
+                        r.scenario.name,
+                        r.statuses
+                    );
+                }
+            }
+            Ok(())
+        }
+        Command::Drill {
+            racks,
+            workers,
+            faults,
+            worker_kill_every,
+            short,
+        } => {
+            let spec = DrillSpec {
+                racks: if short { 3 } else { racks },
+                workers: if short { 2 } else { workers },
+                faults: if faults.is_empty() {
+                    Fault::ALL.to_vec()
+                } else {
+                    faults
+                },
+                worker_kill_every: Duration::from_secs_f64(worker_kill_every.max(0.5)),
+                time_scale: 0.05,
+                phase_limit: Duration::from_secs(if short { 240 } else { 600 }),
+            };
+            let work = work_dir(&cli.tools, "drill");
+            let report = drill::run(&tools, &spec, &work).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            if let Some(path) = &cli.tools.json {
+                std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+            }
+            if !report.problems.is_empty() {
+                bail!(
+                    "the drill found {} problem(s); logs in {}:\n  {}",
+                    report.problems.len(),
+                    work.display(),
+                    report.problems.join("\n  ")
+                );
+            }
+            if cli.tools.work_dir.is_none() {
+                let _ = std::fs::remove_dir_all(&work);
+            }
+            eprintln!("drill passed: every task completed, every component as demanded");
+            Ok(())
+        }
+    }
+}

@@ -1,0 +1,399 @@
+//! Benchmark scenarios: one operation submitted to every rack of a fresh
+//! cluster, measured from the outside.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use flow_protocol::api::{ConflictStrategy, TaskSubmit};
+use flow_protocol::ids::RackRef;
+use flow_protocol::jobs::{ComponentTarget, FirmwareImage};
+use flow_rules::{ComponentType, OperationCode, RuleBatch};
+use serde::Serialize;
+
+use crate::api;
+use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools};
+use crate::ideal::ideal;
+use crate::measure::{RawRate, Results, Spread, raw_jetstream, stage_advance};
+
+/// The reference rules, unchanged.
+pub const REFERENCE_RULES: &str = include_str!("../../../examples/operation-rules.yaml");
+/// The benchmark's own rules (quick power-on, firmware with a 5 s poll).
+pub const BENCH_RULES: &str = include_str!("../rules/bench-rules.yaml");
+
+/// The firmware image the upgrade scenario installs.
+const FIRMWARE_URI: &str = "http://images.flow.invalid/gb200/fw-2.1.0.bin";
+
+/// One scenario.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    /// Its name on the command line.
+    pub name: String,
+    /// What it shows.
+    pub about: String,
+    /// Racks.
+    pub racks: usize,
+    /// Workers.
+    pub workers: usize,
+    /// Simulator time scale.
+    pub time_scale: f64,
+    /// The operation submitted to every rack.
+    pub operation: String,
+    /// `reference` or `bench` rules.
+    pub rules: String,
+    /// Racks start powered on.
+    pub initial_power_on: bool,
+}
+
+impl Scenario {
+    fn new(
+        name: &str,
+        about: &str,
+        racks: usize,
+        workers: usize,
+        time_scale: f64,
+        operation: &str,
+        rules: &str,
+    ) -> Scenario {
+        Scenario {
+            name: name.into(),
+            about: about.into(),
+            racks,
+            workers,
+            time_scale,
+            operation: operation.into(),
+            rules: rules.into(),
+            initial_power_on: operation == "upgrade",
+        }
+    }
+}
+
+/// Every scenario `run` knows, in the order `all` runs them.
+pub fn catalogue() -> Vec<Scenario> {
+    let zero = 0.0001;
+    vec![
+        Scenario::new(
+            "nvl72",
+            "one NVL72 rack, graceful power-on (reference rule)",
+            1,
+            2,
+            0.05,
+            "power_on",
+            "reference",
+        ),
+        Scenario::new(
+            "site",
+            "250 racks (a site) graceful power-on at once (reference rule)",
+            250,
+            4,
+            0.05,
+            "power_on",
+            "reference",
+        ),
+        Scenario::new(
+            "firmware",
+            "firmware upgrade of 50 racks (reference shape, 5 s task poll)",
+            50,
+            2,
+            0.05,
+            "upgrade",
+            "bench",
+        ),
+        Scenario::new(
+            "scale-w1",
+            "throughput: 50 racks quick power-on, zero-latency simulator, 1 worker",
+            50,
+            1,
+            zero,
+            "power_on",
+            "bench",
+        ),
+        Scenario::new(
+            "scale-w2",
+            "throughput: as scale-w1 with 2 workers",
+            50,
+            2,
+            zero,
+            "power_on",
+            "bench",
+        ),
+        Scenario::new(
+            "scale-w4",
+            "throughput: as scale-w1 with 4 workers",
+            50,
+            4,
+            zero,
+            "power_on",
+            "bench",
+        ),
+    ]
+}
+
+/// A small scenario for tests: 2 racks, quick rule, zero latency.
+pub fn smoke() -> Scenario {
+    Scenario::new(
+        "smoke",
+        "2 racks quick power-on (tests)",
+        2,
+        1,
+        0.0001,
+        "power_on",
+        "bench",
+    )
+}
+
+/// What one scenario measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Report {
+    /// The scenario.
+    pub scenario: Scenario,
+    /// Tasks submitted.
+    pub tasks: usize,
+    /// Tasks by final status.
+    pub statuses: BTreeMap<String, usize>,
+    /// First submission → last task finished, seconds.
+    pub makespan_s: f64,
+    /// The ideal of one rack (racks are independent), seconds.
+    pub ideal_s: f64,
+    /// makespan / ideal.
+    pub ratio: f64,
+    /// Ideal per stage, seconds.
+    pub ideal_stages_s: Vec<f64>,
+    /// Last result of a stage → first job of the next starting on a worker.
+    pub stage_advance: Spread,
+    /// Step jobs finished.
+    pub step_jobs: usize,
+    /// Step jobs per second of makespan.
+    pub jobs_per_s: f64,
+    /// Hardware calls the workers made.
+    pub hardware_calls: u64,
+    /// Hardware calls per second of makespan.
+    pub calls_per_s: f64,
+    /// Redfish requests the simulator served (calls plus discovery).
+    pub redfish_requests: u64,
+    /// Most requests in flight at once at any one BMC.
+    pub peak_requests_per_bmc: usize,
+    /// The same server's raw JetStream rate.
+    pub raw_jetstream: RawRate,
+    /// jobs_per_s / raw rate.
+    pub jobs_vs_raw: f64,
+    /// CPU and memory of each process.
+    pub usage: ClusterUsage,
+}
+
+fn rule_yaml(which: &str) -> &'static str {
+    if which == "reference" {
+        REFERENCE_RULES
+    } else {
+        BENCH_RULES
+    }
+}
+
+/// Runs one scenario on a fresh cluster under `work`.
+pub async fn run(tools: &Tools, s: &Scenario, work: &Path) -> anyhow::Result<Report> {
+    let operation: OperationCode = s
+        .operation
+        .parse()
+        .map_err(|e| anyhow::anyhow!("scenario {}: {e}", s.name))?;
+    let spec = ClusterSpec {
+        racks: s.racks,
+        workers: s.workers,
+        worker_max_jobs: 8,
+        time_scale: s.time_scale,
+        initial_power_on: s.initial_power_on,
+        bmc_base_port: 0,
+        own_postgres: false,
+        job_ack_wait: None,
+    };
+    tracing::info!(scenario = %s.name, racks = s.racks, workers = s.workers, "starting the cluster");
+    let cluster = Cluster::start(tools, &spec, work).await?;
+    let result = measure(&cluster, s, operation).await;
+    let result = match result {
+        Ok(mut r) => {
+            r.usage = cluster.usage();
+            Ok(r)
+        }
+        Err(e) => Err(e.context(format!("logs in {}", cluster.work.display()))),
+    };
+    cluster.stop().await;
+    result
+}
+
+async fn measure(
+    cluster: &Cluster,
+    s: &Scenario,
+    operation: OperationCode,
+) -> anyhow::Result<Report> {
+    let yaml = rule_yaml(&s.rules);
+    api::load_rules(&cluster.nats, yaml).await?;
+    let rule = RuleBatch::from_yaml_str(yaml)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .rules
+        .into_iter()
+        .find(|r| r.operation == operation)
+        .with_context(|| format!("no {operation} rule in the {} rules", s.rules))?
+        .definition;
+    let rack = &cluster.racks[0];
+    let components: Vec<ComponentTarget> = rack
+        .components
+        .iter()
+        .filter_map(|c| {
+            Some(ComponentTarget {
+                rack: rack.name.clone(),
+                name: c.name.clone(),
+                component_type: c.component_type.parse::<ComponentType>().ok()?,
+                bmc_url: c.bmc_url.clone(),
+                credential_ref: c.credential_ref.clone(),
+                resource_id: None,
+            })
+        })
+        .collect();
+    let ideal = ideal(
+        &rule,
+        operation,
+        &components,
+        &flow_rack_sim::Timings::default(),
+        s.time_scale,
+    )?;
+    let stage_of = |step: usize| rule.steps.get(step).map_or(0, |st| st.stage.get());
+
+    let results = Results::subscribe(&cluster.nats).await?;
+    let firmware = if s.operation == "upgrade" {
+        [ComponentType::Compute, ComponentType::NVSwitch]
+            .into_iter()
+            .map(|t| {
+                (
+                    t,
+                    FirmwareImage {
+                        image_uri: FIRMWARE_URI.into(),
+                        version: Some("2.1.0".into()),
+                    },
+                )
+            })
+            .collect()
+    } else {
+        BTreeMap::new()
+    };
+    let started = Instant::now();
+    let mut tasks = 0;
+    for chunk in cluster.racks.chunks(50) {
+        let reply = api::submit(
+            &cluster.nats,
+            &TaskSubmit {
+                request_id: uuid::Uuid::new_v4().to_string(),
+                racks: chunk.iter().map(|r| RackRef(r.name.clone())).collect(),
+                component_types: Vec::new(),
+                operation,
+                rule_id: None,
+                firmware: firmware.clone(),
+                conflict: ConflictStrategy::Reject,
+            },
+        )
+        .await?;
+        for r in &reply.results {
+            if r.task_id.is_none() {
+                bail!("rack {} got no task: {:?}", r.rack, r);
+            }
+            tasks += 1;
+        }
+    }
+    let limit = ideal.total * 4 + Duration::from_secs(180);
+    let statuses = wait_finished(cluster, tasks, limit).await?;
+    let wall = started.elapsed();
+    // Let the last results arrive at the subscription.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let seen = results.snapshot();
+    let makespan = task_makespan(cluster).await.unwrap_or(wall);
+
+    let mut last: BTreeMap<(flow_protocol::ids::TaskId, u32), &flow_protocol::jobs::ResultMessage> =
+        BTreeMap::new();
+    for r in &seen {
+        let key = (r.id.task, r.id.step_index);
+        if last
+            .get(&key)
+            .is_none_or(|p| p.finished_ms <= r.finished_ms)
+        {
+            last.insert(key, r);
+        }
+    }
+    let step_jobs = last.len();
+    let hardware_calls: u64 = last.values().map(|r| r.calls).sum();
+    let sim = cluster.sim_state().await?;
+    let raw = raw_jetstream(&cluster.nats, 10_000, 2048).await?;
+    let secs = makespan.as_secs_f64();
+    let jobs_per_s = step_jobs as f64 / secs;
+    Ok(Report {
+        scenario: s.clone(),
+        tasks,
+        statuses,
+        makespan_s: secs,
+        ideal_s: ideal.total.as_secs_f64(),
+        ratio: secs / ideal.total.as_secs_f64().max(f64::EPSILON),
+        ideal_stages_s: ideal.stages.iter().map(Duration::as_secs_f64).collect(),
+        stage_advance: stage_advance(&seen, &stage_of),
+        step_jobs,
+        jobs_per_s,
+        hardware_calls,
+        calls_per_s: hardware_calls as f64 / secs,
+        redfish_requests: sim.requests_total,
+        peak_requests_per_bmc: sim.peak_concurrent_requests_per_bmc,
+        raw_jetstream: raw,
+        jobs_vs_raw: jobs_per_s / raw.per_second,
+        usage: cluster.usage(),
+    })
+}
+
+/// Waits until `n` tasks are in a final state; their statuses.
+pub async fn wait_finished(
+    cluster: &Cluster,
+    n: usize,
+    limit: Duration,
+) -> anyhow::Result<BTreeMap<String, usize>> {
+    let start = Instant::now();
+    loop {
+        if let Ok(counts) = api::task_counts(&cluster.nats).await {
+            let map: BTreeMap<String, usize> = counts
+                .as_object()
+                .map(|o| {
+                    o.iter()
+                        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0) as usize))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let open: usize = ["waiting", "pending", "running"]
+                .iter()
+                .map(|s| map.get(*s).copied().unwrap_or(0))
+                .sum();
+            let total: usize = map.values().sum();
+            if total >= n && open == 0 {
+                return Ok(map);
+            }
+        }
+        if start.elapsed() > limit {
+            bail!(
+                "tasks still unfinished after {limit:?}: {}",
+                api::task_counts(&cluster.nats)
+                    .await
+                    .map(|v| v.to_string())
+                    .unwrap_or_else(|e| e.to_string())
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// First task created → last task finished, from the tasks' own times.
+async fn task_makespan(cluster: &Cluster) -> Option<Duration> {
+    let tasks = api::task_list(&cluster.nats).await.ok()?;
+    let parse = |v: &serde_json::Value| {
+        time::OffsetDateTime::parse(v.as_str()?, &time::format_description::well_known::Rfc3339)
+            .ok()
+    };
+    let first = tasks.iter().filter_map(|t| parse(&t["created_at"])).min()?;
+    let last = tasks
+        .iter()
+        .filter_map(|t| parse(&t["finished_at"]))
+        .max()?;
+    Duration::try_from(last - first).ok()
+}

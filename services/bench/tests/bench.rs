@@ -1,0 +1,97 @@
+//! `flow-bench` end to end on the debug binaries: the smoke scenario
+//! measures something real, and the short fault drill passes. Both start
+//! their own NATS server, database, simulator, scheduler and workers as
+//! processes (`scripts/test` builds every binary before the tests run).
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use serde_json::Value;
+
+fn bench(args: &[&str], json: &PathBuf) -> (bool, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_flow-bench"))
+        .args(args)
+        .arg("--json")
+        .arg(json)
+        .env("FLOW_NATS_SERVER", flow_tests::nats_server_binary())
+        .env("FLOW_TEST_DATABASE_URL", flow_tests::database_url())
+        .output()
+        .expect("flow-bench runs");
+    let text = format!(
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+fn report(path: &PathBuf) -> Value {
+    serde_json::from_slice(&std::fs::read(path).expect("the JSON report is written"))
+        .expect("the report is JSON")
+}
+
+fn temp_json(name: &str) -> PathBuf {
+    std::env::temp_dir().join(format!("{name}-{}.json", std::process::id()))
+}
+
+#[test]
+fn the_smoke_scenario_reports_real_measurements() {
+    let json = temp_json("flow-bench-smoke");
+    let (ok, output) = bench(&["run", "smoke"], &json);
+    assert!(ok, "flow-bench run smoke failed:\n{output}");
+    let r = &report(&json)[0];
+    assert_eq!(r["tasks"], 2, "{r:#}");
+    assert_eq!(r["statuses"]["completed"], 2, "{r:#}");
+    // 2 racks × 3 steps, each a real job with real Redfish calls:
+    // PowerControl + VerifyPowerStatus per component at least.
+    assert_eq!(r["step_jobs"], 6, "{r:#}");
+    assert!(r["hardware_calls"].as_u64().unwrap() >= 2 * 35 * 2, "{r:#}");
+    assert!(r["redfish_requests"].as_u64().unwrap() >= r["hardware_calls"].as_u64().unwrap());
+    assert!(r["peak_requests_per_bmc"].as_u64().unwrap() >= 1, "{r:#}");
+    let makespan = r["makespan_s"].as_f64().unwrap();
+    let ideal = r["ideal_s"].as_f64().unwrap();
+    assert!(makespan > 0.0 && ideal > 0.0, "{r:#}");
+    assert!(makespan >= ideal, "nothing beats the ideal: {r:#}");
+    // Two stage boundaries per task.
+    assert_eq!(r["stage_advance"]["count"], 4, "{r:#}");
+    assert!(r["raw_jetstream"]["per_second"].as_f64().unwrap() > 0.0);
+    for p in ["scheduler", "simulator", "nats_server"] {
+        assert!(
+            r["usage"][p]["peak_rss_mib"].as_f64().unwrap() > 1.0,
+            "{p}: {r:#}"
+        );
+    }
+    assert!(
+        output.contains("| smoke"),
+        "the table is printed:\n{output}"
+    );
+    let _ = std::fs::remove_file(json);
+}
+
+#[test]
+fn the_short_drill_survives_every_fault() {
+    let json = temp_json("flow-bench-drill");
+    let (ok, output) = bench(&["drill", "--short"], &json);
+    assert!(ok, "flow-bench drill --short failed:\n{output}");
+    let r = report(&json);
+    assert_eq!(r["problems"].as_array().unwrap().len(), 0, "{r:#}");
+    // Every one-off fault hit each phase while tasks ran, and work resumed.
+    let faults = r["faults"].as_array().unwrap();
+    assert_eq!(faults.len(), 6, "3 faults × 2 phases: {r:#}");
+    for f in faults {
+        assert!(f["resumed_after_ms"].is_number(), "{f:#}");
+    }
+    assert!(r["worker_kills"].as_u64().unwrap() >= 4, "{r:#}");
+    for phase in r["phases"].as_array().unwrap() {
+        assert_eq!(phase["statuses"]["completed"], 3, "{phase:#}");
+        assert_eq!(phase["wrong_state"].as_array().unwrap().len(), 0);
+        let total: u64 = phase["commands_per_component"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(total, 3 * 35, "every component counted: {phase:#}");
+    }
+    let _ = std::fs::remove_file(json);
+}
