@@ -20,6 +20,9 @@ use flow_store::tasks::{Applied, NewStep, NewTask, Submitted};
 use flow_store::{Store, StoreError};
 use futures::StreamExt;
 use tokio::sync::Notify;
+use tracing::Instrument;
+
+use crate::metrics::SchedulerMetrics;
 
 /// How often the outbox and the deadlines are swept even when nothing pokes
 /// them (covers a scheduler that died between commit and publish).
@@ -114,6 +117,7 @@ pub struct Executor {
     store: Store,
     js: jetstream::Context,
     poke: Arc<Notify>,
+    metrics: SchedulerMetrics,
 }
 
 fn store_api_error(e: StoreError) -> ApiError {
@@ -128,10 +132,16 @@ fn store_api_error(e: StoreError) -> ApiError {
 impl Executor {
     /// An executor over `store` and `js`.
     pub fn new(store: Store, js: jetstream::Context) -> Self {
+        Self::with_metrics(store, js, SchedulerMetrics::unregistered())
+    }
+
+    /// An executor that counts in `metrics`.
+    pub fn with_metrics(store: Store, js: jetstream::Context, metrics: SchedulerMetrics) -> Self {
         Executor {
             store,
             js,
             poke: Arc::new(Notify::new()),
+            metrics,
         }
     }
 
@@ -163,6 +173,13 @@ impl Executor {
                     error: Some(error),
                 },
             };
+            self.metrics
+                .submission(match (&outcome.error, outcome.duplicate, outcome.queued) {
+                    (Some(_), _, _) => "rejected",
+                    (None, true, _) => "duplicate",
+                    (None, false, true) => "queued",
+                    (None, false, false) => "accepted",
+                });
             if let Some(id) = outcome.task_id {
                 tracing::info!(task_id = %id, rack = %rack, operation = %request.operation, duplicate = outcome.duplicate, "task submitted");
             }
@@ -258,6 +275,63 @@ impl Executor {
         Ok(())
     }
 
+    /// Applies one result in a `result` span naming its task, rack, stage,
+    /// step and component type, counts it, and acknowledges it (or hands it
+    /// back when the database failed).
+    async fn apply_one(&self, result: ResultMessage, message: jetstream::Message) {
+        let span = tracing::info_span!(
+            "result",
+            task = %result.id.task,
+            rack = tracing::field::Empty,
+            stage = tracing::field::Empty,
+            step = result.id.step_index,
+            component = tracing::field::Empty,
+            generation = result.id.generation,
+        );
+        async {
+            let applied = match self.store.apply_result(&result).await {
+                Ok(applied) => applied,
+                Err(error) => {
+                    self.metrics.result_error();
+                    tracing::warn!(error = %error, "result not applied; redelivery will retry");
+                    let _ = message
+                        .ack_with(jetstream::AckKind::Nak(Some(Duration::from_secs(1))))
+                        .await;
+                    return;
+                }
+            };
+            // Read after the commit, for the log fields and the durations.
+            let timing = match self
+                .store
+                .step_timing(result.id.task, result.id.step_index)
+                .await
+            {
+                Ok(timing) => timing,
+                Err(error) => {
+                    tracing::warn!(error = %error, "step timing not read");
+                    None
+                }
+            };
+            if let Some(t) = &timing {
+                let span = tracing::Span::current();
+                span.record("rack", t.rack.as_str());
+                span.record("stage", t.stage);
+                span.record("component", t.component_type.as_str());
+            }
+            self.metrics.result(&applied, timing.as_ref());
+            tracing::info!(applied = ?applied, "result applied");
+            if let Applied::Finished { cancel: true, .. } = applied
+                && let Err(error) = self.mark_cancelled(result.id.task).await
+            {
+                tracing::warn!(error = %error, "cancel mark not set");
+            }
+            self.poke.notify_one();
+            let _ = message.ack().await;
+        }
+        .instrument(span)
+        .await
+    }
+
     /// Publishes the outbox: every message committed with the state that
     /// justifies it, with a `Nats-Msg-Id` so a repeat is dropped.
     async fn publish_outbox(&self) -> Result<usize, async_nats::Error> {
@@ -283,6 +357,9 @@ impl Executor {
                 done.push(id);
             }
             total += done.len();
+            self.metrics
+                .outbox_published
+                .inc_by(u64::try_from(done.len()).unwrap_or(u64::MAX));
             self.store.outbox_published(&done).await?;
         }
     }
@@ -304,6 +381,9 @@ impl Executor {
             }
             match self.store.fail_overdue_steps().await {
                 Ok(failed) => {
+                    self.metrics
+                        .deadline_failures
+                        .inc_by(u64::try_from(failed.len()).unwrap_or(u64::MAX));
                     for task in failed {
                         tracing::warn!(task_id = %task, "step past its deadline: task failed");
                         if let Err(error) = self.mark_cancelled(task).await {
@@ -319,27 +399,16 @@ impl Executor {
     /// Consumes step results until `stop`: each is applied in one
     /// transaction, then acknowledged.
     pub async fn run_results(self, stop: Arc<Notify>) -> Result<(), async_nats::Error> {
-        consume(&self.js, STREAM_RESULTS, CONSUMER_SCHEDULER, stop, |result: ResultMessage, message| {
-            let this = self.clone();
-            async move {
-                match this.store.apply_result(&result).await {
-                    Ok(applied) => {
-                        tracing::info!(task_id = %result.id.task, step = result.id.step_index, applied = ?applied, "result applied");
-                        if let Applied::Finished { cancel: true, .. } = applied
-                            && let Err(error) = this.mark_cancelled(result.id.task).await
-                        {
-                            tracing::warn!(error = %error, "cancel mark not set");
-                        }
-                        this.poke.notify_one();
-                        let _ = message.ack().await;
-                    }
-                    Err(error) => {
-                        tracing::warn!(error = %error, "result not applied; redelivery will retry");
-                        let _ = message.ack_with(jetstream::AckKind::Nak(Some(Duration::from_secs(1)))).await;
-                    }
-                }
-            }
-        })
+        consume(
+            &self.js,
+            STREAM_RESULTS,
+            CONSUMER_SCHEDULER,
+            stop,
+            |result: ResultMessage, message| {
+                let this = self.clone();
+                async move { this.apply_one(result, message).await }
+            },
+        )
         .await
     }
 

@@ -2,10 +2,11 @@
 //! service (a NATS micro service named `flow`), creates tasks, publishes
 //! their step jobs through an outbox, applies step results and enforces step
 //! deadlines. All state is in Postgres, so any number of schedulers can run
-//! at once.
+//! at once. Its Prometheus metrics are in [`metrics`].
 
 pub mod api;
 pub mod exec;
+pub mod metrics;
 pub mod telemetry;
 
 use std::sync::Arc;
@@ -39,10 +40,42 @@ impl Scheduler {
         store: Store,
         job_ack_wait: std::time::Duration,
     ) -> Result<Scheduler, async_nats::Error> {
+        Self::start_inner(client, store, job_ack_wait, None).await
+    }
+
+    /// [`Scheduler::start_with`], counting in `metrics` (registered by the
+    /// caller, who serves them) and refreshing their database gauges every
+    /// [`metrics::GAUGE_REFRESH`].
+    pub async fn start_with_metrics(
+        client: async_nats::Client,
+        store: Store,
+        job_ack_wait: std::time::Duration,
+        metrics: metrics::SchedulerMetrics,
+    ) -> Result<Scheduler, async_nats::Error> {
+        Self::start_inner(client, store, job_ack_wait, Some(metrics)).await
+    }
+
+    async fn start_inner(
+        client: async_nats::Client,
+        store: Store,
+        job_ack_wait: std::time::Duration,
+        metrics: Option<metrics::SchedulerMetrics>,
+    ) -> Result<Scheduler, async_nats::Error> {
         let js = async_nats::jetstream::new(client.clone());
         exec::ensure_jetstream(&js, job_ack_wait).await?;
-        let executor = exec::Executor::new(store.clone(), js);
         let stop = Arc::new(Notify::new());
+        let mut loops = Vec::new();
+        let executor = match metrics {
+            Some(metrics) => {
+                loops.push(tokio::spawn(
+                    metrics
+                        .clone()
+                        .run_refresh(store.clone(), Arc::clone(&stop)),
+                ));
+                exec::Executor::with_metrics(store.clone(), js, metrics)
+            }
+            None => exec::Executor::new(store.clone(), js),
+        };
         let sweeps = tokio::spawn(executor.clone().run_sweeps(Arc::clone(&stop)));
         let results = {
             let (executor, stop) = (executor.clone(), Arc::clone(&stop));
@@ -61,11 +94,8 @@ impl Scheduler {
             })
         };
         let api = api::ApiService::start(client, store, executor).await?;
-        Ok(Scheduler {
-            api,
-            stop,
-            loops: vec![sweeps, results, submissions],
-        })
+        loops.extend([sweeps, results, submissions]);
+        Ok(Scheduler { api, stop, loops })
     }
 
     /// Stops the API and the loops.

@@ -6,6 +6,8 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Parser;
 use flow_config::{InitialConnect, Secret, Settings, connect_nats};
+use flow_metrics::{MetricsListen, MetricsRegistry};
+use flow_scheduler::metrics::SchedulerMetrics;
 use flow_scheduler::{Scheduler, telemetry};
 use flow_store::Store;
 
@@ -22,7 +24,14 @@ struct Args {
     /// Postgres URL; overrides FLOW_DATABASE_URL.
     #[arg(long)]
     database_url: Option<String>,
+    /// Where to serve GET /metrics (Prometheus): ip:port (port 0 = any
+    /// free port), or `off`.
+    #[arg(long, env = "FLOW_METRICS_LISTEN", default_value = DEFAULT_METRICS_LISTEN)]
+    metrics_listen: MetricsListen,
 }
+
+/// The scheduler's metrics port; workers default to 9451.
+const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9450";
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -37,6 +46,21 @@ async fn main() -> anyhow::Result<()> {
     settings.validate_nats()?;
     settings.validate_database()?;
     telemetry::init(&settings.log);
+    let mut metrics_registry = MetricsRegistry::new();
+    let metrics = SchedulerMetrics::register(&mut metrics_registry);
+    let metrics_server = match args.metrics_listen {
+        MetricsListen::Off => {
+            tracing::info!("metrics listener off");
+            None
+        }
+        MetricsListen::On(addr) => {
+            let server = flow_metrics::serve(addr, metrics_registry)
+                .await
+                .context("--metrics-listen (FLOW_METRICS_LISTEN)")?;
+            tracing::info!(metrics_addr = %server.local_addr(), "serving metrics on /metrics");
+            Some(server)
+        }
+    };
 
     let store = Store::connect(
         settings.database.url.expose(),
@@ -49,16 +73,24 @@ async fn main() -> anyhow::Result<()> {
     let client = connect_nats(&settings.nats, "flow-scheduler", InitialConnect::Retry)
         .await
         .context("cannot connect to NATS (FLOW_NATS_URL)")?;
-    let scheduler = Scheduler::start(client.clone(), store)
-        .await
-        .map_err(|e| anyhow::anyhow!(e))
-        .context("cannot start the scheduler (JetStream set-up or flow.api)")?;
+    let scheduler = Scheduler::start_with_metrics(
+        client.clone(),
+        store,
+        flow_scheduler::exec::JOB_ACK_WAIT,
+        metrics,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!(e))
+    .context("cannot start the scheduler (JetStream set-up or flow.api)")?;
     tracing::info!(nats = %settings.nats.url, "serving flow.api");
 
     shutdown_signal().await;
     tracing::info!("shutting down");
     scheduler.stop().await.map_err(|e| anyhow::anyhow!(e))?;
     client.drain().await?;
+    if let Some(server) = metrics_server {
+        server.stop().await;
+    }
     Ok(())
 }
 

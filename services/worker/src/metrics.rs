@@ -161,6 +161,14 @@ impl WorkerMetrics {
             prometheus_client::registry::Unit::Seconds,
             m.hardware_call_duration.clone(),
         );
+        // Known label values start at zero, so that rate() sees the first
+        // increment.
+        for outcome in ["completed", "failed", "cancelled"] {
+            let _ = m.jobs_finished.get_or_create(&OutcomeLabels { outcome });
+        }
+        for reason in ["wait", "retry", "handback"] {
+            let _ = m.job_naks.get_or_create(&NakLabels { reason });
+        }
         m
     }
 

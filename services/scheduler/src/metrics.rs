@@ -1,0 +1,299 @@
+//! The scheduler's Prometheus metrics (`flow_*`): tasks by status and the
+//! queue depth (refreshed from the database every [`GAUGE_REFRESH`]), step
+//! and stage durations measured when a result is applied, results applied
+//! or ignored, the outbox, submissions by outcome, and deadline failures.
+//! The README's "Metrics and alerts" lists them with what to alert on.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use flow_metrics::{MetricsRegistry, duration_buckets};
+use flow_store::Store;
+use flow_store::stats::StepTiming;
+use flow_store::tasks::Applied;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Unit;
+use tokio::sync::Notify;
+
+/// How often the gauges read from the database are refreshed: often
+/// enough for a 15 s scrape interval, rare enough to cost nothing.
+pub const GAUGE_REFRESH: Duration = Duration::from_secs(5);
+
+/// Every task status (`tasks.status` in the migrations): each is exported,
+/// zero when no task has it, so that a status that empties drops to 0.
+pub const TASK_STATUSES: [&str; 6] = [
+    "waiting",
+    "pending",
+    "running",
+    "completed",
+    "failed",
+    "terminated",
+];
+
+/// A task, stage or step status.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabels {
+    /// The status.
+    pub status: String,
+}
+
+/// A step's component type and status.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StepLabels {
+    /// `Compute`, `NVSwitch`, `PowerShelf`, …
+    pub component_type: String,
+    /// `completed`, `failed` or `cancelled`.
+    pub status: String,
+}
+
+/// What happened to a message.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    /// The outcome.
+    pub outcome: &'static str,
+}
+
+/// The stream a message came from.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StreamLabels {
+    /// `FLOW_RESULTS` or `FLOW_TASKS`.
+    pub stream: String,
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(duration_buckets())
+}
+
+/// The scheduler's metrics. Cheap to clone: every handle shares its value.
+#[derive(Debug, Clone)]
+pub struct SchedulerMetrics {
+    /// Tasks by status (database).
+    pub tasks: Family<StatusLabels, Gauge>,
+    /// Tasks waiting for a busy rack (database).
+    pub queue_depth: Gauge,
+    /// Tasks that reached a final status through a result, by status.
+    pub tasks_finished: Family<StatusLabels, Counter>,
+    /// Step durations, from the step's start to its result applied.
+    pub step_duration: HistogramFamily<StepLabels>,
+    /// Stage durations, from the first step start to the last step end.
+    pub stage_duration: HistogramFamily<StatusLabels>,
+    /// Results by outcome: `applied`, `ignored` (a repeat or a stale
+    /// generation), `error` (not applied; redelivered).
+    pub results: Family<OutcomeLabels, Counter>,
+    /// Outbox messages published to JetStream.
+    pub outbox_published: Counter,
+    /// Outbox messages not yet published (database).
+    pub outbox_pending: Gauge,
+    /// Submissions per rack by outcome: `accepted`, `queued`, `duplicate`,
+    /// `rejected`.
+    pub submissions: Family<OutcomeLabels, Counter>,
+    /// Messages refused and parked, by the stream they came from.
+    pub messages_parked: Family<StreamLabels, Counter>,
+    /// Running steps past their deadline (database).
+    pub steps_overdue: Gauge,
+    /// Steps failed by the deadline sweeper.
+    pub deadline_failures: Counter,
+}
+
+impl SchedulerMetrics {
+    /// Metrics that are counted but not registered (an embedded scheduler
+    /// without a listener).
+    pub fn unregistered() -> Self {
+        SchedulerMetrics {
+            tasks: Family::default(),
+            queue_depth: Gauge::default(),
+            tasks_finished: Family::default(),
+            step_duration: Family::new_with_constructor(duration_histogram),
+            stage_duration: Family::new_with_constructor(duration_histogram),
+            results: Family::default(),
+            outbox_published: Counter::default(),
+            outbox_pending: Gauge::default(),
+            submissions: Family::default(),
+            messages_parked: Family::default(),
+            steps_overdue: Gauge::default(),
+            deadline_failures: Counter::default(),
+        }
+    }
+
+    /// Creates the metrics and registers them in `registry`.
+    pub fn register(registry: &mut MetricsRegistry) -> Self {
+        let m = Self::unregistered();
+        let r = registry.registry_mut();
+        r.register(
+            "tasks",
+            "Tasks by status (refreshed from the database)",
+            m.tasks.clone(),
+        );
+        r.register(
+            "queue_depth",
+            "Tasks waiting for a busy rack (refreshed from the database)",
+            m.queue_depth.clone(),
+        );
+        r.register(
+            "tasks_finished",
+            "Tasks that reached a final status when a result was applied, by status",
+            m.tasks_finished.clone(),
+        );
+        r.register_with_unit(
+            "step_duration",
+            "Step durations, from the step's start to its result applied, by component type and status",
+            Unit::Seconds,
+            m.step_duration.clone(),
+        );
+        r.register_with_unit(
+            "stage_duration",
+            "Stage durations, from the first step start to the last step end, by status",
+            Unit::Seconds,
+            m.stage_duration.clone(),
+        );
+        r.register(
+            "results",
+            "Step results by outcome (applied, ignored repeat or stale, error)",
+            m.results.clone(),
+        );
+        r.register(
+            "outbox_published",
+            "Outbox messages published to JetStream",
+            m.outbox_published.clone(),
+        );
+        r.register(
+            "outbox_pending",
+            "Outbox messages not yet published (refreshed from the database)",
+            m.outbox_pending.clone(),
+        );
+        r.register(
+            "submissions",
+            "Task submissions per rack, by outcome",
+            m.submissions.clone(),
+        );
+        r.register(
+            "messages_parked",
+            "Messages refused as malformed and parked, by stream",
+            m.messages_parked.clone(),
+        );
+        r.register(
+            "steps_overdue",
+            "Running steps past their deadline (refreshed from the database)",
+            m.steps_overdue.clone(),
+        );
+        r.register(
+            "deadline_failures",
+            "Steps failed by the deadline sweeper",
+            m.deadline_failures.clone(),
+        );
+        // Known label values start at zero, so that rate() sees the first
+        // increment.
+        for outcome in ["accepted", "queued", "duplicate", "rejected"] {
+            let _ = m.submissions.get_or_create(&OutcomeLabels { outcome });
+        }
+        for outcome in ["applied", "ignored", "error"] {
+            let _ = m.results.get_or_create(&OutcomeLabels { outcome });
+        }
+        for status in ["completed", "failed", "terminated"] {
+            let _ = m.tasks_finished.get_or_create(&StatusLabels {
+                status: status.to_owned(),
+            });
+        }
+        m
+    }
+
+    /// Counts one outcome of a submission.
+    pub fn submission(&self, outcome: &'static str) {
+        self.submissions
+            .get_or_create(&OutcomeLabels { outcome })
+            .inc();
+    }
+
+    /// Counts a parked message.
+    pub fn parked(&self, stream: &str) {
+        self.messages_parked
+            .get_or_create(&StreamLabels {
+                stream: stream.to_owned(),
+            })
+            .inc();
+    }
+
+    /// Counts a result that could not be applied.
+    pub fn result_error(&self) {
+        self.results
+            .get_or_create(&OutcomeLabels { outcome: "error" })
+            .inc();
+    }
+
+    /// Counts an applied or ignored result and, when it was applied, the
+    /// step's duration, its stage's when the result closed it, and the
+    /// task's end.
+    pub fn result(&self, applied: &Applied, timing: Option<&StepTiming>) {
+        let outcome = match applied {
+            Applied::Ignored => "ignored",
+            Applied::Recorded | Applied::Finished { .. } => "applied",
+        };
+        self.results.get_or_create(&OutcomeLabels { outcome }).inc();
+        if let Applied::Finished { status, .. } = applied {
+            self.tasks_finished
+                .get_or_create(&StatusLabels {
+                    status: (*status).to_owned(),
+                })
+                .inc();
+        }
+        let (Some(timing), false) = (timing, matches!(applied, Applied::Ignored)) else {
+            return;
+        };
+        if let Some(seconds) = timing.seconds {
+            self.step_duration
+                .get_or_create(&StepLabels {
+                    component_type: timing.component_type.clone(),
+                    status: timing.status.clone(),
+                })
+                .observe(seconds);
+        }
+        if let Some((status, seconds)) = &timing.stage_finished {
+            self.stage_duration
+                .get_or_create(&StatusLabels {
+                    status: status.clone(),
+                })
+                .observe(*seconds);
+        }
+    }
+
+    /// Reads the gauges from the database once.
+    pub async fn refresh(&self, store: &Store) -> Result<(), flow_store::StoreError> {
+        let gauges = store.gauges().await?;
+        for status in TASK_STATUSES {
+            let n = gauges.tasks.get(status).copied().unwrap_or(0);
+            self.tasks
+                .get_or_create(&StatusLabels {
+                    status: status.to_owned(),
+                })
+                .set(n);
+        }
+        self.queue_depth
+            .set(gauges.tasks.get("waiting").copied().unwrap_or(0));
+        self.outbox_pending.set(gauges.outbox_pending);
+        self.steps_overdue.set(gauges.steps_overdue);
+        Ok(())
+    }
+
+    /// Refreshes the gauges every [`GAUGE_REFRESH`] until `stop`.
+    pub async fn run_refresh(self, store: Store, stop: Arc<Notify>) {
+        loop {
+            if let Err(error) = self.refresh(&store).await {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "metrics refresh failed"
+                );
+            }
+            tokio::select! {
+                // Cancel-safe: both only wait.
+                _ = stop.notified() => return,
+                _ = tokio::time::sleep(GAUGE_REFRESH) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! Figures for the scheduler's metrics, read from the database: task counts
+//! by status, the outbox backlog, overdue steps, and the timing of a step
+//! (and of its stage, once the stage is over) after its result is applied.
+
+use std::collections::BTreeMap;
+
+use flow_protocol::TaskId;
+
+use crate::{Store, StoreError};
+
+/// Gauges refreshed periodically.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Gauges {
+    /// Tasks by status (`waiting`, `pending`, `running`, `completed`,
+    /// `failed`, `terminated`); statuses with no task are absent.
+    pub tasks: BTreeMap<String, i64>,
+    /// Outbox messages not yet published.
+    pub outbox_pending: i64,
+    /// Running steps past their deadline (the deadline sweeper fails them
+    /// within a second; more than zero for long means it is not running).
+    pub steps_overdue: i64,
+}
+
+/// Where and how long a finished step ran.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepTiming {
+    /// The rack's name.
+    pub rack: String,
+    /// The step's stage.
+    pub stage: i32,
+    /// The step's component type, as stored (`Compute`).
+    pub component_type: String,
+    /// The step's status (`completed`, `failed`, `cancelled`, …).
+    pub status: String,
+    /// From the step's start (its jobs queued) to its result applied, when
+    /// both are known.
+    pub seconds: Option<f64>,
+    /// Set when this step's result closed its stage: the stage's status and
+    /// its length from the first step start to the last step end.
+    pub stage_finished: Option<(String, f64)>,
+}
+
+impl Store {
+    /// The gauges: one round trip.
+    pub async fn gauges(&self) -> Result<Gauges, StoreError> {
+        let (counts, outbox_pending, steps_overdue): (
+            sqlx::types::Json<BTreeMap<String, i64>>,
+            i64,
+            i64,
+        ) = sqlx::query_as(
+            "SELECT \
+                   (SELECT COALESCE(jsonb_object_agg(status, n), '{}'::jsonb) FROM \
+                      (SELECT status, count(*) AS n FROM tasks GROUP BY status) q), \
+                   (SELECT count(*) FROM outbox WHERE published_at IS NULL), \
+                   (SELECT count(*) FROM task_steps WHERE status = 'running' AND deadline < now())",
+        )
+        .fetch_one(self.pool())
+        .await?;
+        Ok(Gauges {
+            tasks: counts.0,
+            outbox_pending,
+            steps_overdue,
+        })
+    }
+
+    /// A step's timing, read after its result was applied. The stage is
+    /// reported by exactly one step: the last one to finish (by finish time,
+    /// then index) among those that completed or failed, once no step of the
+    /// stage is pending or running, so that two schedulers applying the last
+    /// two results of a stage do not both count it.
+    pub async fn step_timing(
+        &self,
+        task: TaskId,
+        step_index: u32,
+    ) -> Result<Option<StepTiming>, StoreError> {
+        type Row = (
+            String,
+            i32,
+            String,
+            String,
+            Option<f64>,
+            bool,
+            Option<f64>,
+            String,
+        );
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT t.rack_name, s.stage, s.component_type, s.status, \
+               EXTRACT(EPOCH FROM (s.finished_at - s.started_at))::float8, \
+               NOT EXISTS (SELECT 1 FROM task_steps o WHERE o.task_id = s.task_id AND o.stage = s.stage \
+                   AND (o.status IN ('pending', 'running') \
+                        OR (o.step_index <> s.step_index AND o.status IN ('completed', 'failed') \
+                            AND (o.finished_at, o.step_index) > (s.finished_at, s.step_index)))), \
+               (SELECT EXTRACT(EPOCH FROM (max(o.finished_at) - min(o.started_at)))::float8 \
+                  FROM task_steps o WHERE o.task_id = s.task_id AND o.stage = s.stage AND o.started_at IS NOT NULL), \
+               (SELECT CASE WHEN bool_or(o.status = 'failed') THEN 'failed' \
+                            WHEN bool_or(o.status = 'cancelled') THEN 'cancelled' \
+                            ELSE 'completed' END \
+                  FROM task_steps o WHERE o.task_id = s.task_id AND o.stage = s.stage AND o.started_at IS NOT NULL) \
+             FROM task_steps s JOIN tasks t ON t.id = s.task_id \
+             WHERE s.task_id = $1 AND s.step_index = $2",
+        )
+        .bind(task.as_uuid())
+        .bind(i32::try_from(step_index).unwrap_or(-1))
+        .fetch_optional(self.pool())
+        .await?;
+        Ok(row.map(
+            |(rack, stage, component_type, status, seconds, last, stage_seconds, stage_status)| {
+                let finished = matches!(status.as_str(), "completed" | "failed" | "cancelled");
+                StepTiming {
+                    rack,
+                    stage,
+                    component_type,
+                    status,
+                    seconds,
+                    stage_finished: match (finished && last, stage_seconds) {
+                        (true, Some(s)) => Some((stage_status, s)),
+                        _ => None,
+                    },
+                }
+            },
+        ))
+    }
+}
