@@ -26,7 +26,8 @@ pub async fn call<B: Serialize, T: DeserializeOwned>(
     .await
     .map_err(|_| anyhow::anyhow!("flow.api.{endpoint}: no answer within {CALL_TIMEOUT:?}"))?
     .map_err(|e| anyhow::anyhow!("flow.api.{endpoint}: {e}"))?;
-    decode_reply(&reply.payload).map_err(|e| anyhow::anyhow!("flow.api.{endpoint}: {e}"))
+    decode_reply(&reply.payload)
+        .map_err(|e| anyhow::anyhow!("flow.api.{endpoint}: {e}; {}", e.details.join("; ")))
 }
 
 /// Loads a rule batch (YAML) as the defaults of its operations.
@@ -71,4 +72,29 @@ pub async fn task_counts(nats: &async_nats::Client) -> anyhow::Result<Value> {
 /// Recent tasks (at most 1000), newest first.
 pub async fn task_list(nats: &async_nats::Client) -> anyhow::Result<Vec<Value>> {
     call(nats, endpoint::TASK_LIST, &json!({"limit": 1000})).await
+}
+
+/// Creates a rule that is not a default; its id.
+pub async fn create_rule(
+    nats: &async_nats::Client,
+    name: &str,
+    operation: &str,
+    definition: Value,
+) -> anyhow::Result<flow_protocol::ids::RuleId> {
+    let record: flow_protocol::api::RuleRecord = call(
+        nats,
+        endpoint::RULE_CREATE,
+        &json!({"name": name, "operation_type": "power_control", "operation": operation,
+                "definition": definition, "is_default": false}),
+    )
+    .await?;
+    Ok(record.id)
+}
+
+/// One task's JSON (`task.get`).
+pub async fn task_get(
+    nats: &async_nats::Client,
+    id: flow_protocol::ids::TaskId,
+) -> anyhow::Result<Value> {
+    call(nats, endpoint::TASK_GET, &json!({ "id": id })).await
 }

@@ -5,13 +5,20 @@
 //! explains.
 //!
 //! Faults, per phase (offsets from the phase's submission): a worker is
-//! killed with SIGKILL and started again every `worker_kill_every`; at 4 s
-//! the scheduler is killed (SIGKILL) and started again; at 10 s the NATS
+//! killed with SIGKILL and started again every `worker_kill_every`; at 3 s
+//! the scheduler is killed (SIGKILL) and started again; at 8 s the NATS
 //! server is killed (SIGKILL, `sync_interval: always`) and started again on
-//! the same port and store; at 16 s the private Postgres is stopped
+//! the same port and store; at 13 s the private Postgres is stopped
 //! immediately (SIGQUIT: no checkpoint, crash recovery at start) and
-//! started again. Time to resume = from the moment the fault is cleared
-//! (process back) to the first task event published after it.
+//! started again.
+//!
+//! Time to resume = from the moment the fault is cleared (process back) to
+//! the end of a probe task: a one-step GetPowerStatus task on the power
+//! shelves of an extra rack that the drill does not power-cycle, submitted
+//! through the API and run through the whole pipeline (Postgres, outbox,
+//! JetStream, a worker, the BMCs, the result). Submitted again every second
+//! until one completes, so it measures when the whole system works again,
+//! not when the drill's own racks happen to finish a settle.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -28,7 +35,6 @@ use serde::Serialize;
 
 use crate::api;
 use crate::cluster::{Cluster, ClusterSpec, Tools};
-use crate::scenario::wait_finished;
 
 /// The drill's rules.
 pub const DRILL_RULES: &str = include_str!("../rules/drill-rules.yaml");
@@ -60,9 +66,9 @@ impl Fault {
     fn offset(self) -> Option<Duration> {
         match self {
             Fault::WorkerKill => None,
-            Fault::SchedulerKill => Some(Duration::from_secs(4)),
-            Fault::NatsRestart => Some(Duration::from_secs(10)),
-            Fault::PostgresRestart => Some(Duration::from_secs(16)),
+            Fault::SchedulerKill => Some(Duration::from_secs(3)),
+            Fault::NatsRestart => Some(Duration::from_secs(8)),
+            Fault::PostgresRestart => Some(Duration::from_secs(13)),
         }
     }
 }
@@ -95,8 +101,11 @@ pub struct FaultReport {
     pub at_s: f64,
     /// Injection → cleared (process back and healthy), ms.
     pub outage_ms: f64,
-    /// Cleared → first task event afterwards, ms (None: no event came).
+    /// Cleared → a probe task completed end to end, ms (None: none did
+    /// within 60 s).
     pub resumed_after_ms: Option<f64>,
+    /// Cleared → the first task event of the drill's racks, ms.
+    pub first_event_after_ms: Option<f64>,
 }
 
 /// One phase (power on, power off).
@@ -176,7 +185,8 @@ impl Drop for Events {
 /// Runs the drill on a fresh cluster under `work`.
 pub async fn run(tools: &Tools, spec: &DrillSpec, work: &Path) -> anyhow::Result<DrillReport> {
     let cluster_spec = ClusterSpec {
-        racks: spec.racks,
+        // One more rack for the resume probe.
+        racks: spec.racks + 1,
         workers: spec.workers,
         worker_max_jobs: 8,
         time_scale: spec.time_scale,
@@ -196,6 +206,11 @@ pub async fn run(tools: &Tools, spec: &DrillSpec, work: &Path) -> anyhow::Result
 
 async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillReport> {
     api::load_rules(&cluster.nats, DRILL_RULES).await?;
+    let probe = Probe::create(cluster).await?;
+    let drill_racks: Vec<String> = cluster.racks[..spec.racks]
+        .iter()
+        .map(|r| r.name.clone())
+        .collect();
     let events = Events::subscribe(&cluster.nats).await?;
     let mut report = DrillReport {
         spec: spec.clone(),
@@ -213,11 +228,7 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
             &cluster.nats,
             &TaskSubmit {
                 request_id: uuid::Uuid::new_v4().to_string(),
-                racks: cluster
-                    .racks
-                    .iter()
-                    .map(|r| RackRef(r.name.clone()))
-                    .collect(),
+                racks: drill_racks.iter().map(|r| RackRef(r.clone())).collect(),
                 component_types: Vec::new(),
                 operation: code,
                 rule_id: None,
@@ -226,11 +237,16 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
             },
         )
         .await?;
-        let tasks = reply.results.iter().filter(|r| r.task_id.is_some()).count();
-        if tasks != cluster.racks.len() {
+        let ids: std::collections::BTreeSet<String> = reply
+            .results
+            .iter()
+            .filter_map(|r| r.task_id.map(|t| t.to_string()))
+            .collect();
+        let tasks = ids.len();
+        if tasks != drill_racks.len() {
             bail!(
                 "{operation}: only {tasks} of {} racks got a task: {:?}",
-                cluster.racks.len(),
+                drill_racks.len(),
                 reply.results
             );
         }
@@ -243,7 +259,7 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
         let mut last_worker_kill = Instant::now();
         let statuses = loop {
             let elapsed = started.elapsed();
-            if let Ok(map) = finished(cluster, tasks).await {
+            if let Ok(map) = finished(cluster, &ids).await {
                 break map;
             }
             if elapsed > spec.phase_limit {
@@ -251,9 +267,7 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
                     "{operation}: tasks still unfinished after {:?} (stuck)",
                     spec.phase_limit
                 ));
-                break wait_finished(cluster, tasks, Duration::from_secs(1))
-                    .await
-                    .unwrap_or_default();
+                break BTreeMap::new();
             }
             if spec.faults.contains(&Fault::WorkerKill)
                 && last_worker_kill.elapsed() >= spec.worker_kill_every
@@ -275,17 +289,19 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
                 let injected = Instant::now();
                 inject(cluster, fault).await?;
                 let cleared = Instant::now();
-                let resumed = wait_event(&events, cleared, Duration::from_secs(60)).await;
+                let resumed = probe.run(cluster, Duration::from_secs(60)).await;
+                let first_event = events.first_after(cleared);
                 report.faults.push(FaultReport {
                     fault,
                     phase: operation.into(),
                     at_s: (injected - started).as_secs_f64(),
                     outage_ms: ms(cleared - injected),
                     resumed_after_ms: resumed.map(|t| ms(t - cleared)),
+                    first_event_after_ms: first_event.map(|t| ms(t - cleared)),
                 });
                 if resumed.is_none() {
                     report.problems.push(format!(
-                        "{operation}: no task event within 60 s after {fault:?} was cleared"
+                        "{operation}: no probe task completed within 60 s after {fault:?} was cleared"
                     ));
                 }
             }
@@ -301,7 +317,7 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
         let state = cluster.sim_state().await?;
         let mut wrong_state = Vec::new();
         let mut per_component: BTreeMap<usize, usize> = BTreeMap::new();
-        for rack in &state.racks {
+        for rack in state.racks.iter().filter(|r| drill_racks.contains(&r.name)) {
             for c in &rack.components {
                 let power = serde_json::to_value(c.power_state)?;
                 if power.as_str() != Some(expected) {
@@ -358,23 +374,29 @@ fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
 
-/// Statuses once every task is final; an error while any is open (or the
-/// API is unreachable, e.g. during a fault).
-async fn finished(cluster: &Cluster, n: usize) -> anyhow::Result<BTreeMap<String, usize>> {
-    wait_finished(cluster, n, Duration::ZERO).await
-}
-
-async fn wait_event(events: &Events, after: Instant, limit: Duration) -> Option<Instant> {
-    let start = Instant::now();
-    loop {
-        if let Some(t) = events.first_after(after) {
-            return Some(t);
+/// Statuses of `ids` once every one of them is final; an error while any
+/// is open (or the API is unreachable, e.g. during a fault).
+async fn finished(
+    cluster: &Cluster,
+    ids: &std::collections::BTreeSet<String>,
+) -> anyhow::Result<BTreeMap<String, usize>> {
+    let tasks = api::task_list(&cluster.nats).await?;
+    let mut statuses = BTreeMap::new();
+    for t in tasks
+        .iter()
+        .filter(|t| t["id"].as_str().is_some_and(|id| ids.contains(id)))
+    {
+        let status = t["status"].as_str().unwrap_or("?").to_owned();
+        if matches!(status.as_str(), "waiting" | "pending" | "running") {
+            bail!("task {} is {status}", t["id"]);
         }
-        if start.elapsed() > limit {
-            return None;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        *statuses.entry(status).or_default() += 1;
     }
+    let seen: usize = statuses.values().sum();
+    if seen != ids.len() {
+        bail!("only {seen} of {} tasks listed", ids.len());
+    }
+    Ok(statuses)
 }
 
 async fn inject(cluster: &mut Cluster, fault: Fault) -> anyhow::Result<()> {
@@ -398,4 +420,82 @@ async fn inject(cluster: &mut Cluster, fault: Fault) -> anyhow::Result<()> {
     }
     tracing::info!(?fault, "fault: cleared");
     Ok(())
+}
+
+/// The resume probe: a one-step GetPowerStatus rule on the shelves of the
+/// extra rack.
+struct Probe {
+    rule: flow_protocol::ids::RuleId,
+    rack: String,
+}
+
+impl Probe {
+    async fn create(cluster: &Cluster) -> anyhow::Result<Probe> {
+        let rack = cluster
+            .racks
+            .last()
+            .map(|r| r.name.clone())
+            .ok_or_else(|| anyhow::anyhow!("no probe rack"))?;
+        let definition = serde_json::json!({
+            "version": "v1",
+            "steps": [{
+                "component_type": "powershelf",
+                "stage": 1,
+                "timeout": "1m",
+                "main_operation": {"name": "GetPowerStatus", "timeout": "10s"}
+            }]
+        });
+        let rule =
+            api::create_rule(&cluster.nats, "Drill resume probe", "power_on", definition).await?;
+        Ok(Probe { rule, rack })
+    }
+
+    /// Submits probe tasks (one at a time, again every second while the
+    /// API or a task fails) until one completes; when it did.
+    async fn run(&self, cluster: &Cluster, limit: Duration) -> Option<Instant> {
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if self
+                .once(cluster, limit.saturating_sub(start.elapsed()))
+                .await
+            {
+                return Some(Instant::now());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        None
+    }
+
+    async fn once(&self, cluster: &Cluster, limit: Duration) -> bool {
+        let submit = TaskSubmit {
+            request_id: uuid::Uuid::new_v4().to_string(),
+            racks: vec![RackRef(self.rack.clone())],
+            component_types: vec![flow_rules::ComponentType::PowerShelf],
+            operation: OperationCode::Power(flow_rules::PowerOperation::PowerOn),
+            rule_id: Some(self.rule),
+            firmware: BTreeMap::new(),
+            // A probe still running from an earlier try: wait behind it.
+            conflict: ConflictStrategy::Queue {
+                timeout_seconds: 60,
+            },
+        };
+        let Ok(reply) = api::submit(&cluster.nats, &submit).await else {
+            return false;
+        };
+        let Some(task) = reply.results.first().and_then(|r| r.task_id) else {
+            return false;
+        };
+        let start = Instant::now();
+        while start.elapsed() < limit {
+            if let Ok(t) = api::task_get(&cluster.nats, task).await {
+                match t["status"].as_str() {
+                    Some("completed") => return true,
+                    Some("waiting" | "pending" | "running") | None => {}
+                    Some(_) => return false,
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        false
+    }
 }

@@ -44,6 +44,8 @@ pub struct Scenario {
     pub rules: String,
     /// Racks start powered on.
     pub initial_power_on: bool,
+    /// Messages of the raw JetStream measurement.
+    pub raw_messages: usize,
 }
 
 impl Scenario {
@@ -65,6 +67,7 @@ impl Scenario {
             operation: operation.into(),
             rules: rules.into(),
             initial_power_on: operation == "upgrade",
+            raw_messages: 5_000,
         }
     }
 }
@@ -132,7 +135,7 @@ pub fn catalogue() -> Vec<Scenario> {
 
 /// A small scenario for tests: 2 racks, quick rule, zero latency.
 pub fn smoke() -> Scenario {
-    Scenario::new(
+    let mut s = Scenario::new(
         "smoke",
         "2 racks quick power-on (tests)",
         2,
@@ -140,7 +143,9 @@ pub fn smoke() -> Scenario {
         0.0001,
         "power_on",
         "bench",
-    )
+    );
+    s.raw_messages = 500;
+    s
 }
 
 /// What one scenario measured.
@@ -320,7 +325,7 @@ async fn measure(
     let step_jobs = last.len();
     let hardware_calls: u64 = last.values().map(|r| r.calls).sum();
     let sim = cluster.sim_state().await?;
-    let raw = raw_jetstream(&cluster.nats, 10_000, 2048).await?;
+    let raw = raw_jetstream(&cluster.nats, s.raw_messages, 2048).await?;
     let secs = makespan.as_secs_f64();
     let jobs_per_s = step_jobs as f64 / secs;
     Ok(Report {
