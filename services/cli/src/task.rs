@@ -547,7 +547,7 @@ async fn watch(client: &Client, out: Output, id: &str) -> Result<bool, ClientErr
 pub async fn status(settings: &Settings, out: Output) -> Outcome {
     use flow_protocol::jobs::{
         CONSUMER_SCHEDULER, CONSUMER_SUBMIT, CONSUMER_WORKERS, STREAM_EVENTS, STREAM_JOBS,
-        STREAM_RESULTS, STREAM_TASKS,
+        STREAM_PARKED, STREAM_RESULTS, STREAM_TASKS,
     };
     let result = async {
         let client = Client::connect(settings).await?;
@@ -558,6 +558,7 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
             (STREAM_JOBS, Some(CONSUMER_WORKERS)),
             (STREAM_RESULTS, Some(CONSUMER_SCHEDULER)),
             (STREAM_EVENTS, None),
+            (STREAM_PARKED, None),
         ] {
             let mut entry = json!({"stream": name});
             match js.get_stream(name).await {
@@ -584,7 +585,12 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
             streams.push(entry);
         }
         let tasks: Value = client.call(endpoint::TASK_COUNTS, &json!({})).await?;
-        Ok::<_, ClientError>(json!({"streams": streams, "tasks": tasks}))
+        let parked = streams
+            .iter()
+            .find(|s| s["stream"] == STREAM_PARKED)
+            .and_then(|s| s["messages"].as_u64())
+            .unwrap_or(0);
+        Ok::<_, ClientError>(json!({"streams": streams, "tasks": tasks, "parked": parked}))
     }
     .await;
     match result {
@@ -632,6 +638,12 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
                     counts.join(", ")
                 }
             );
+            if v["parked"].as_u64().unwrap_or(0) > 0 {
+                println!(
+                    "Parked: {} refused messages kept on {STREAM_PARKED} (headers say where from and why; `nats stream view {STREAM_PARKED}`)",
+                    v["parked"]
+                );
+            }
             println!("(waiting pulls ≈ idle worker slots; in flight = jobs a worker holds)");
             Outcome::Valid
         }

@@ -321,14 +321,39 @@ async fn flow_status_shows_the_pipeline() {
         .collect();
     assert_eq!(
         streams,
-        ["FLOW_TASKS", "FLOW_JOBS", "FLOW_RESULTS", "FLOW_EVENTS"]
+        [
+            "FLOW_TASKS",
+            "FLOW_JOBS",
+            "FLOW_RESULTS",
+            "FLOW_EVENTS",
+            "FLOW_PARKED"
+        ]
     );
+    assert_eq!(status["parked"], 0);
     assert_eq!(status["streams"][1]["consumer"], "flow-workers");
     assert_eq!(status["streams"][1]["pending"], 0);
     assert_eq!(status["tasks"], serde_json::json!({}));
     let text = env.ok(&["status"]).await;
     assert!(
         text.contains("FLOW_JOBS") && text.contains("Tasks: none"),
+        "{text}"
+    );
+    // A malformed submission is parked, and `flow status` counts it.
+    let client = async_nats::connect(env.nats.url()).await.unwrap();
+    let js = async_nats::jetstream::new(client);
+    js.publish("flow.tasks.submit", "{not json".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    while env.json(&["status"]).await["parked"] != 1 {
+        assert!(std::time::Instant::now() < deadline, "never parked");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let text = env.ok(&["status"]).await;
+    assert!(
+        text.contains("Parked: 1 refused messages kept on FLOW_PARKED"),
         "{text}"
     );
     env.stop().await;

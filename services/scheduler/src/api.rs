@@ -63,8 +63,10 @@ impl ApiService {
                 .for_each_concurrent(MAX_CONCURRENT_REQUESTS, |(name, request)| {
                     let store = Arc::clone(&store);
                     let executor = Arc::clone(&executor);
+                    let max_payload = client.max_payload();
                     async move {
                         let reply = handle(&store, &executor, name, &request.message.payload).await;
+                        let reply = fit_reply(name, reply, max_payload);
                         if let Err(error) = request.respond(Ok(Bytes::from(reply))).await {
                             tracing::warn!(endpoint = name, %error, "reply not sent");
                         }
@@ -81,6 +83,27 @@ impl ApiService {
         let _ = self.task.await;
         Ok(())
     }
+}
+
+/// A reply larger than the server's `max_payload` could never be sent and
+/// the caller would wait in vain: it becomes an error that says so.
+fn fit_reply(name: &str, reply: Vec<u8>, max_payload: usize) -> Vec<u8> {
+    if reply.len() <= max_payload {
+        return reply;
+    }
+    tracing::warn!(
+        endpoint = name,
+        bytes = reply.len(),
+        max_payload,
+        "reply too large for NATS"
+    );
+    encode_reply::<()>(&Err(ApiError::new(
+        ErrorCode::Invalid,
+        format!(
+            "the reply ({} bytes) exceeds the server's max_payload ({max_payload} bytes); ask for less (limit, offset)",
+            reply.len()
+        ),
+    )))
 }
 
 fn store_error(error: StoreError) -> ApiError {
@@ -266,18 +289,7 @@ pub async fn handle(store: &Store, executor: &Executor, name: &str, body: &[u8])
         }
         endpoint::TASK_SUBMIT => {
             run(body, |r: TaskSubmit| async move {
-                if r.racks.is_empty() {
-                    return Err(ApiError::new(
-                        ErrorCode::BadRequest,
-                        "racks: name at least one rack",
-                    ));
-                }
-                if r.request_id.trim().is_empty() {
-                    return Err(ApiError::new(
-                        ErrorCode::BadRequest,
-                        "request_id: must not be empty",
-                    ));
-                }
+                r.check()?;
                 Ok(executor.submit(&r).await)
             })
             .await

@@ -10,10 +10,12 @@ use async_nats::jetstream::{self, consumer, stream};
 use flow_engine::plan;
 use flow_hardware::required_capabilities;
 use flow_protocol::api::{ApiError, ErrorCode, RackOutcome, TaskSubmit, TaskSubmitReply};
+use flow_protocol::decode::DecodeError;
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{
-    BUCKET_JOB_STATE, CONSUMER_SCHEDULER, CONSUMER_SUBMIT, ComponentTarget, ResultMessage,
-    STREAM_EVENTS, STREAM_JOBS, STREAM_RESULTS, STREAM_TASKS, SUBJECT_SUBMIT, cancel_key,
+    BUCKET_JOB_STATE, CONSUMER_SCHEDULER, CONSUMER_SUBMIT, ComponentTarget, PARKED_MAX_AGE,
+    ParkOrigin, ResultMessage, STREAM_EVENTS, STREAM_JOBS, STREAM_PARKED, STREAM_RESULTS,
+    STREAM_TASKS, SUBJECT_SUBMIT, cancel_key,
 };
 use flow_rules::{ComponentType, RuleDefinition};
 use flow_store::tasks::{Applied, NewStep, NewTask, Submitted};
@@ -31,6 +33,11 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 /// How long a worker may hold a job without a progress ack before
 /// JetStream redelivers it (workers send progress while working).
 pub const JOB_ACK_WAIT: Duration = Duration::from_secs(30);
+
+/// How long a refused message waits before another try when FLOW_PARKED
+/// did not acknowledge its copy (a stream leader election, a full disk):
+/// long enough not to spin, short enough to drain soon after.
+pub const PARK_RETRY_DELAY: Duration = Duration::from_secs(5);
 
 /// A durable pull consumer that never gives up on a message (naks with a
 /// delay count as deliveries; deadlines, not delivery counts, end work).
@@ -81,6 +88,14 @@ pub async fn ensure_jetstream(
         name: STREAM_EVENTS.to_owned(),
         subjects: vec!["flow.events.>".to_owned()],
         max_age: Duration::from_secs(7 * 24 * 3600),
+        storage: stream::StorageType::File,
+        ..Default::default()
+    })
+    .await?;
+    js.get_or_create_stream(stream::Config {
+        name: STREAM_PARKED.to_owned(),
+        subjects: vec!["flow.parked.>".to_owned()],
+        max_age: PARKED_MAX_AGE,
         storage: stream::StorageType::File,
         ..Default::default()
     })
@@ -401,9 +416,11 @@ impl Executor {
     pub async fn run_results(self, stop: Arc<Notify>) -> Result<(), async_nats::Error> {
         consume(
             &self.js,
+            &self.metrics,
             STREAM_RESULTS,
             CONSUMER_SCHEDULER,
             stop,
+            flow_protocol::decode::message,
             |result: ResultMessage, message| {
                 let this = self.clone();
                 async move { this.apply_one(result, message).await }
@@ -420,12 +437,22 @@ impl Executor {
     pub async fn run_submissions(self, stop: Arc<Notify>) -> Result<(), async_nats::Error> {
         consume(
             &self.js,
+            &self.metrics,
             STREAM_TASKS,
             CONSUMER_SUBMIT,
             stop,
+            flow_protocol::decode::request,
             |request: TaskSubmit, message| {
                 let this = self.clone();
                 async move {
+                    if let Err(error) = request.check() {
+                        // Decodes, but no task can come of it (and an empty
+                        // or huge request id has no outcome subject).
+                        if park(&this.js, STREAM_TASKS, &message, &error.message).await {
+                            this.metrics.parked(STREAM_TASKS);
+                        }
+                        return;
+                    }
                     let reply = this.submit(&request).await;
                     let subject = format!("flow.events.submit.{}", sanitize(&request.request_id));
                     match serde_json::to_vec(&reply) {
@@ -446,18 +473,21 @@ impl Executor {
     }
 }
 
-/// Pulls JSON messages of type `T` from a durable consumer until `stop`,
-/// one at a time; `handle` acknowledges. A message that does not decode is
-/// logged and parked (terminated), never retried forever and never a crash.
-async fn consume<T, F, Fut>(
+/// Pulls messages of type `T` from a durable consumer until `stop`, one at
+/// a time, reading each with `decode`; `handle` acknowledges. A message that
+/// does not decode (or speaks another schema) is parked on FLOW_PARKED with
+/// the reason: never retried forever, never lost, never a crash.
+async fn consume<T, D, F, Fut>(
     js: &jetstream::Context,
+    metrics: &SchedulerMetrics,
     stream: &str,
     consumer_name: &str,
     stop: Arc<Notify>,
+    decode: D,
     mut handle: F,
 ) -> Result<(), async_nats::Error>
 where
-    T: serde::de::DeserializeOwned,
+    D: Fn(&[u8]) -> Result<T, DecodeError>,
     F: FnMut(T, jetstream::Message) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
@@ -483,12 +513,89 @@ where
                 continue;
             }
         };
-        match serde_json::from_slice::<T>(&message.payload) {
+        match decode(&message.payload) {
             Ok(value) => handle(value, message).await,
             Err(error) => {
-                tracing::error!(stream, subject = %message.subject, error = %error, "malformed message parked");
-                let _ = message.ack_with(jetstream::AckKind::Term).await;
+                if park(js, stream, &message, &error.to_string()).await {
+                    metrics.parked(stream);
+                }
             }
+        }
+    }
+}
+
+/// Keeps a refused message: republishes its payload (cut to fit
+/// `max_payload` only if the headers leave no room) on
+/// `flow.parked.<stream>` with headers naming its origin, the reason and the
+/// time, and terminates the original only once FLOW_PARKED acknowledged the
+/// copy (true); otherwise hands it back after [`PARK_RETRY_DELAY`] (false).
+/// A redelivered message parked before is dropped by the copy's
+/// `Nats-Msg-Id`.
+pub async fn park(
+    js: &jetstream::Context,
+    stream: &str,
+    message: &jetstream::Message,
+    reason: &str,
+) -> bool {
+    let sequence = message.info().map(|i| i.stream_sequence).unwrap_or(0);
+    let msg_id = message
+        .headers
+        .as_ref()
+        .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID))
+        .map(|v| v.as_str());
+    let origin = ParkOrigin {
+        stream,
+        subject: message.subject.as_str(),
+        sequence,
+        msg_id,
+    };
+    let parked = flow_protocol::jobs::park(
+        &origin,
+        reason,
+        std::time::SystemTime::now(),
+        message.payload.len(),
+        js.client().max_payload(),
+    );
+    let mut headers = async_nats::HeaderMap::new();
+    for (name, value) in &parked.headers {
+        headers.insert(*name, value.as_str());
+    }
+    let mut copy = jetstream::message::PublishMessage::build()
+        .payload(message.payload.slice(..parked.keep))
+        .headers(headers);
+    if let Some(id) = &parked.msg_id {
+        copy = copy.message_id(id.as_str());
+    }
+    let acked = match js.send_publish(parked.subject.clone(), copy).await {
+        Ok(ack) => ack.await.map(drop).map_err(async_nats::Error::from),
+        Err(error) => Err(error.into()),
+    };
+    match acked {
+        Ok(()) => {
+            tracing::error!(
+                stream,
+                subject = %message.subject,
+                sequence,
+                reason,
+                parked_on = %parked.subject,
+                "malformed message parked"
+            );
+            let _ = message.ack_with(jetstream::AckKind::Term).await;
+            true
+        }
+        Err(error) => {
+            tracing::warn!(
+                stream,
+                subject = %message.subject,
+                sequence,
+                reason,
+                error = %error,
+                "refused message not parked yet; handed back"
+            );
+            let _ = message
+                .ack_with(jetstream::AckKind::Nak(Some(PARK_RETRY_DELAY)))
+                .await;
+            false
         }
     }
 }

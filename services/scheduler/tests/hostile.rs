@@ -1,0 +1,708 @@
+//! Hostile input on every subject and endpoint, against a real nats-server
+//! (with `max_payload` lowered to 64 KiB, so "near the limit" is cheap), a
+//! fresh Postgres database, the scheduler, an in-process worker and the rack
+//! simulator: malformed JSON, wrong types, missing fields, unknown schema
+//! versions and oversized payloads are answered (API) or parked on
+//! FLOW_PARKED with the reason (streams), nothing is lost, every consumer
+//! goes on, and a flood of duplicate submissions makes exactly one task.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, consumer};
+use flow_hardware::lifecycle::LifecycleClient;
+use flow_hardware::redfish::RedfishSettings;
+use flow_hardware::{CredentialStore, ManagerRegistry};
+use flow_protocol::api::{ApiError, ErrorCode, decode_reply, endpoint};
+use flow_protocol::jobs::{
+    HEADER_PARKED_AT, HEADER_PARKED_REASON, HEADER_PARKED_SIZE, HEADER_PARKED_STREAM,
+    HEADER_PARKED_SUBJECT, HEADER_PARKED_TRUNCATED, STREAM_PARKED,
+};
+use flow_protocol::subjects::api_subject;
+use flow_rack_sim::{InitialPower, SimConfig, Simulator};
+use flow_scheduler::Scheduler;
+use flow_store::Store;
+use flow_tests::{NatsServer, TestDb};
+use futures::StreamExt;
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+
+/// The test server's `max_payload` (the default is 1 MiB).
+const MAX_PAYLOAD: usize = 64 * 1024;
+
+/// How long one API caller waits for its reply: a flood queues hundreds of
+/// requests behind [`flow_scheduler::api::MAX_CONCURRENT_REQUESTS`].
+const REPLY_WAIT: Duration = Duration::from_secs(120);
+
+struct Env {
+    scheduler: Option<Scheduler>,
+    worker_stop: Arc<Notify>,
+    worker: Option<tokio::task::JoinHandle<()>>,
+    client: async_nats::Client,
+    js: jetstream::Context,
+    sim: Option<Simulator>,
+    _db: TestDb,
+    _nats: NatsServer,
+}
+
+fn registry(sim: &Simulator) -> ManagerRegistry {
+    let credentials = Arc::new(CredentialStore::single("sim-bmc", "root", "0penBmc"));
+    let settings = RedfishSettings::default();
+    let lifecycle = LifecycleClient::new(
+        &format!("{}/lifecycle/v1", sim.admin_url()),
+        settings.http_client().unwrap(),
+        Arc::clone(&credentials),
+        "sim-bmc",
+    );
+    flow_hardware::redfish::registry(&settings, credentials, Some(lifecycle)).unwrap()
+}
+
+impl Env {
+    async fn new() -> Env {
+        let nats = NatsServer::start_with_config(&format!("max_payload: {MAX_PAYLOAD}"));
+        let db = TestDb::create().await;
+        let store = Store::connect(db.url(), 5).await.unwrap();
+        store.migrate().await.unwrap();
+        let client = async_nats::connect(nats.url()).await.unwrap();
+        assert_eq!(client.max_payload(), MAX_PAYLOAD);
+        let scheduler = Scheduler::start(client.clone(), store).await.unwrap();
+        let sim = flow_rack_sim::start(SimConfig {
+            admin_port: 0,
+            time_scale: 0.01,
+            initial_power: InitialPower::On,
+            compute: 2,
+            nvswitch: 1,
+            powershelf: 1,
+            ..SimConfig::default()
+        })
+        .await
+        .unwrap();
+        let worker_stop = Arc::new(Notify::new());
+        let worker = {
+            let (client, registry, stop) =
+                (client.clone(), registry(&sim), Arc::clone(&worker_stop));
+            tokio::spawn(async move {
+                flow_worker::run(client, registry, flow_worker::WorkerConfig::default(), stop)
+                    .await
+                    .expect("worker");
+            })
+        };
+        let env = Env {
+            scheduler: Some(scheduler),
+            worker_stop,
+            worker: Some(worker),
+            js: jetstream::new(client.clone()),
+            client,
+            sim: Some(sim),
+            _db: db,
+            _nats: nats,
+        };
+        let rack = serde_json::to_value(&env.sim.as_ref().unwrap().inventory()[0]).unwrap();
+        env.ok("rack.create", json!({"rack": rack})).await;
+        // One quick rule: power shelves and compute trays are already on.
+        let definition = json!({"version": "v1", "steps": [
+            {"component_type": "powershelf", "stage": 1, "main_operation": {"name": "PowerControl"}},
+            {"component_type": "compute", "stage": 2, "main_operation": {"name": "PowerControl"}}
+        ]});
+        env.ok(
+            "rule.create",
+            json!({"name": "quick on", "operation_type": "power_control", "operation": "power_on",
+                   "definition": definition, "is_default": true}),
+        )
+        .await;
+        env
+    }
+
+    /// Sends raw bytes to an endpoint and decodes the envelope.
+    async fn raw(&self, endpoint: &str, body: Vec<u8>) -> Result<Value, ApiError> {
+        let reply = self
+            .client
+            .send_request(
+                api_subject(endpoint),
+                async_nats::Request::new()
+                    .payload(body.into())
+                    .timeout(Some(REPLY_WAIT)),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{endpoint}: no reply: {e}"));
+        decode_reply::<Value>(&reply.payload)
+    }
+
+    async fn ok(&self, endpoint: &str, body: Value) -> Value {
+        self.raw(endpoint, serde_json::to_vec(&body).unwrap())
+            .await
+            .unwrap_or_else(|e| panic!("{endpoint}: {e} {:?}", e.details))
+    }
+
+    /// A hostile body must be refused with `bad_request` and a message that
+    /// names `field`.
+    async fn refused(&self, endpoint: &str, body: Vec<u8>, field: &str) -> ApiError {
+        let shown = String::from_utf8_lossy(&body[..body.len().min(120)]).into_owned();
+        let e = match self.raw(endpoint, body).await {
+            Ok(v) => panic!("{endpoint} accepted {shown}: {v}"),
+            Err(e) => e,
+        };
+        assert_eq!(e.code, ErrorCode::BadRequest, "{endpoint} {shown}: {e}");
+        assert!(
+            e.message
+                .starts_with("request body is not a valid request: "),
+            "{endpoint}: {e}"
+        );
+        assert!(
+            e.message.contains(field),
+            "{endpoint} {shown}: the message should name {field:?}: {e}"
+        );
+        assert!(e.message.len() < 1024, "{endpoint}: a capped message: {e}");
+        e
+    }
+
+    /// Waits (bounded) until the task reaches a final status.
+    async fn finish(&self, task: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let t = self.ok("task.get", json!({"id": task})).await;
+            if ["completed", "failed", "terminated"].contains(&t["status"].as_str().unwrap()) {
+                return t;
+            }
+            assert!(Instant::now() < deadline, "task never finished: {t}");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    async fn stream_messages(&self, stream: &str) -> u64 {
+        let mut s = self.js.get_stream(stream).await.unwrap();
+        s.info().await.unwrap().state.messages
+    }
+
+    /// Waits (bounded) until FLOW_PARKED holds `n` messages, then reads them.
+    async fn parked(&self, n: u64) -> Vec<jetstream::Message> {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while self.stream_messages(STREAM_PARKED).await < n {
+            assert!(
+                Instant::now() < deadline,
+                "only {} of {n} messages parked",
+                self.stream_messages(STREAM_PARKED).await
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(self.stream_messages(STREAM_PARKED).await, n);
+        let reader = self
+            .js
+            .get_stream(STREAM_PARKED)
+            .await
+            .unwrap()
+            .create_consumer(consumer::pull::Config {
+                ack_policy: consumer::AckPolicy::None,
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        let mut batch = reader
+            .fetch()
+            .max_messages(usize::try_from(n).unwrap())
+            .expires(Duration::from_secs(5))
+            .messages()
+            .await
+            .unwrap();
+        let mut out = Vec::new();
+        while let Some(m) = batch.next().await {
+            out.push(m.unwrap());
+            if out.len() as u64 == n {
+                break;
+            }
+        }
+        out
+    }
+
+    async fn stop(mut self) {
+        self.worker_stop.notify_waiters();
+        if let Some(w) = self.worker.take() {
+            let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
+        }
+        if let Some(s) = self.scheduler.take() {
+            s.stop().await.unwrap();
+        }
+        if let Some(sim) = self.sim.take() {
+            sim.shutdown().await;
+        }
+    }
+}
+
+/// An endpoint, a valid-looking body for it, one of its fields with a value
+/// of the wrong type, and one required field to leave out (none: the
+/// endpoint has no required field, so an unknown field stands in for it).
+type Case = (
+    &'static str,
+    Value,
+    (&'static str, Value),
+    Option<&'static str>,
+);
+
+fn endpoint_cases() -> Vec<Case> {
+    let id = "00000000-0000-4000-8000-000000000001";
+    let definition = json!({"version": "v1", "steps": [
+        {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}]});
+    vec![
+        (
+            endpoint::RULE_CREATE,
+            json!({"name": "r", "operation_type": "power_control", "operation": "power_on",
+                   "definition": definition}),
+            ("is_default", json!("yes")),
+            Some("operation_type"),
+        ),
+        (
+            endpoint::RULE_BATCH_CREATE,
+            json!({"batch": {"version": "v1", "rules": []}}),
+            ("overwrite", json!(1)),
+            Some("batch"),
+        ),
+        (
+            endpoint::RULE_GET,
+            json!({"id": id}),
+            ("id", json!(42)),
+            Some("id"),
+        ),
+        (
+            endpoint::RULE_LIST,
+            json!({"limit": 5}),
+            ("limit", json!("five")),
+            None,
+        ),
+        (
+            endpoint::RULE_UPDATE,
+            json!({"id": id, "name": "n"}),
+            ("name", json!(["n"])),
+            Some("id"),
+        ),
+        (
+            endpoint::RULE_DELETE,
+            json!({"id": id}),
+            ("force", json!("please")),
+            Some("id"),
+        ),
+        (
+            endpoint::RULE_SET_DEFAULT,
+            json!({"id": id}),
+            ("id", json!(true)),
+            Some("id"),
+        ),
+        (
+            endpoint::RULE_ASSOCIATE,
+            json!({"rack": "rack-01", "rule_id": id}),
+            ("rule_id", json!(7)),
+            Some("rule_id"),
+        ),
+        (
+            endpoint::RULE_DISASSOCIATE,
+            json!({"rack": "rack-01", "operation": "power_on"}),
+            ("operation", json!(3)),
+            Some("operation"),
+        ),
+        (
+            endpoint::RULE_RESOLVE,
+            json!({"rack": "rack-01", "operation": "power_on"}),
+            ("rule_id", json!([])),
+            Some("rack"),
+        ),
+        (
+            endpoint::RULE_HISTORY,
+            json!({"id": id}),
+            ("id", json!({"uuid": id})),
+            Some("id"),
+        ),
+        (
+            endpoint::RACK_CREATE,
+            json!({"rack": {"name": "r2", "components": []}}),
+            ("rack", json!("r2")),
+            Some("rack"),
+        ),
+        (
+            endpoint::RACK_GET,
+            json!({"rack": "rack-01"}),
+            ("rack", json!(42)),
+            Some("rack"),
+        ),
+        (endpoint::RACK_LIST, json!({}), ("rack", json!(1)), None),
+        (
+            endpoint::RACK_DELETE,
+            json!({"rack": "rack-01"}),
+            ("rack", json!(null)),
+            Some("rack"),
+        ),
+        (
+            endpoint::TASK_SUBMIT,
+            json!({"request_id": "r", "racks": ["rack-01"], "operation": "power_on"}),
+            ("racks", json!("rack-01")),
+            Some("operation"),
+        ),
+        (
+            endpoint::TASK_GET,
+            json!({"id": id}),
+            ("id", json!(1.5)),
+            Some("id"),
+        ),
+        (
+            endpoint::TASK_LIST,
+            json!({"limit": 1}),
+            ("limit", json!(-1)),
+            None,
+        ),
+        (
+            endpoint::TASK_CANCEL,
+            json!({"id": id}),
+            ("id", json!("not-a-uuid")),
+            Some("id"),
+        ),
+        (endpoint::TASK_COUNTS, json!({}), ("since", json!(0)), None),
+    ]
+}
+
+fn bytes(v: &Value) -> Vec<u8> {
+    serde_json::to_vec(v).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_endpoint_answers_hostile_requests_with_an_error_naming_the_field() {
+    let env = Env::new().await;
+    let cases = endpoint_cases();
+    assert_eq!(
+        cases.iter().map(|c| c.0).collect::<Vec<_>>(),
+        endpoint::ALL,
+        "every endpoint has a case"
+    );
+    for (name, good, (field, wrong), required) in cases {
+        // Not JSON at all, not UTF-8, not an object.
+        env.refused(name, b"{not json".to_vec(), "key must be a string")
+            .await;
+        env.refused(name, vec![0xff, 0xfe, 0x00], "expected value")
+            .await;
+        env.refused(name, b"[1, 2]".to_vec(), "expected a JSON object")
+            .await;
+        // A wrong type: the message names the field.
+        let mut body = good.clone();
+        body[field] = wrong.clone();
+        let e = env.refused(name, bytes(&body), field).await;
+        if name != endpoint::TASK_COUNTS && name != endpoint::RACK_LIST {
+            assert!(
+                e.message
+                    .starts_with(&format!("request body is not a valid request: {field}: ")),
+                "{name}: {e}"
+            );
+        }
+        // A missing field (or, with none required, an unknown one).
+        let mut body = good.clone();
+        match required {
+            Some(f) => {
+                body.as_object_mut().unwrap().remove(f);
+                env.refused(name, bytes(&body), &format!("missing field `{f}`"))
+                    .await;
+            }
+            None => {
+                body["colour"] = json!("blue");
+                env.refused(name, bytes(&body), "unknown field `colour`")
+                    .await;
+            }
+        }
+        // An unknown schema version is refused before anything else.
+        let mut body = good.clone();
+        body["schema"] = json!(2);
+        let e = env.refused(name, bytes(&body), "schema").await;
+        assert!(
+            e.message
+                .ends_with("schema: version 2 is not supported (this build speaks schema 1)"),
+            "{name}: {e}"
+        );
+        // Oversized: just under max_payload, the wrong-type value itself
+        // huge (a string where a string is wrong, else an object), so that
+        // an error quoting it must be capped to fit a reply.
+        let mut body = good.clone();
+        body[field] = if wrong.is_string() {
+            json!("x".repeat(60_000))
+        } else {
+            json!({"huge": "x".repeat(60_000)})
+        };
+        let big = bytes(&body);
+        assert!(
+            big.len() > 60_000 && big.len() < MAX_PAYLOAD,
+            "{}",
+            big.len()
+        );
+        let e = env.refused(name, big, field).await;
+        assert!(e.message.len() < 1024, "{name}: the reply stays small");
+        // Over max_payload: the client refuses to send it; the service
+        // never sees it.
+        let over = vec![b' '; MAX_PAYLOAD + 1];
+        let e = env
+            .client
+            .request(api_subject(name), over.into())
+            .await
+            .unwrap_err();
+        assert!(
+            e.to_string().contains("exceeded"),
+            "{name}: over max_payload: {e}"
+        );
+    }
+    // Right types, hostile sizes: refused by validation, never a crash.
+    let huge = "x".repeat(60_000);
+    let e = env
+        .raw(
+            "task.submit",
+            bytes(&json!({"request_id": huge, "racks": ["rack-01"], "operation": "power_on"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.message, "request_id: must be at most 128 characters");
+    let e = env
+        .raw("rack.get", bytes(&json!({"rack": huge})))
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound, "{e}");
+    let e = env
+        .raw(
+            "rule.create",
+            bytes(&json!({"name": huge, "operation_type": "power_control",
+                          "operation": "power_on", "definition": {"version": "v1", "steps": []}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Invalid, "{e}");
+    // Still serving, with the state the hostile requests left untouched.
+    assert_eq!(env.ok("rule.list", json!({})).await["total"], 1);
+    assert_eq!(
+        env.ok("rack.list", json!({})).await["racks"][0]["name"],
+        "rack-01"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn malformed_messages_on_every_stream_are_parked_with_the_reason_and_nothing_is_lost() {
+    let env = Env::new().await;
+    let task_id = "00000000-0000-4000-8000-000000000002";
+    let padding = "x".repeat(MAX_PAYLOAD - 200);
+    let near_max = format!(
+        r#"{{"request_id": "big", "racks": ["rack-01"], "operation": "power_on", "padding": "{padding}"}}"#
+    );
+    // (subject, payload, what the reason must say)
+    let hostile: Vec<(String, Vec<u8>, &str)> = vec![
+        (
+            "flow.tasks.submit".into(),
+            b"{not json".to_vec(),
+            "key must be a string",
+        ),
+        (
+            "flow.tasks.submit".into(),
+            bytes(&json!({"request_id": 5, "racks": ["rack-01"], "operation": "power_on"})),
+            "request_id: invalid type: integer `5`",
+        ),
+        (
+            "flow.tasks.submit".into(),
+            bytes(&json!({"request_id": "m", "racks": ["rack-01"]})),
+            "missing field `operation`",
+        ),
+        (
+            "flow.tasks.submit".into(),
+            bytes(
+                &json!({"schema": 2, "request_id": "s", "racks": ["rack-01"], "operation": "power_on"}),
+            ),
+            "schema: version 2 is not supported",
+        ),
+        (
+            "flow.tasks.submit".into(),
+            bytes(&json!({"request_id": " ", "racks": ["rack-01"], "operation": "power_on"})),
+            "request_id: must not be empty",
+        ),
+        (
+            "flow.tasks.submit".into(),
+            near_max.clone().into_bytes(),
+            "unknown field `padding`",
+        ),
+        (
+            "flow.jobs.compute".into(),
+            vec![0xff, 0x00, 0x13],
+            "expected value",
+        ),
+        (
+            "flow.jobs.powershelf".into(),
+            bytes(&json!({"schema": 1, "id": "job-1", "stage": 1})),
+            "id: invalid type: string",
+        ),
+        (
+            "flow.jobs.compute".into(),
+            bytes(
+                &json!({"schema": 1, "id": {"task": task_id, "step_index": 0, "generation": 1},
+                          "stage": 1, "deadline_ms": 0}),
+            ),
+            "missing field `job`",
+        ),
+        (
+            "flow.jobs.nvswitch".into(),
+            bytes(&json!({"schema": 99, "id": "whatever"})),
+            "schema: version 99 is not supported",
+        ),
+        (
+            format!("flow.results.{task_id}"),
+            b"null".to_vec(),
+            "expected a JSON object, found null",
+        ),
+        (
+            format!("flow.results.{task_id}"),
+            bytes(
+                &json!({"schema": 1, "id": {"task": task_id, "step_index": "zero", "generation": 1}}),
+            ),
+            "id.step_index: invalid type: string \"zero\"",
+        ),
+        (
+            format!("flow.results.{task_id}"),
+            bytes(&json!({"schema": "one"})),
+            "schema: version \"one\" is not supported",
+        ),
+    ];
+    for (subject, payload, _) in &hostile {
+        env.js
+            .publish(subject.clone(), payload.clone().into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+    }
+    let parked = env.parked(hostile.len() as u64).await;
+    for (subject, payload, reason) in &hostile {
+        let found = parked
+            .iter()
+            .find(|m| {
+                let h = m.headers.as_ref().unwrap();
+                h.get(HEADER_PARKED_SUBJECT).map(|v| v.as_str()) == Some(subject.as_str())
+                    && payload.starts_with(&m.payload)
+                    && h.get(HEADER_PARKED_REASON)
+                        .is_some_and(|r| r.as_str().contains(reason))
+            })
+            .unwrap_or_else(|| panic!("{subject}: nothing parked with reason {reason:?}"));
+        let h = found.headers.as_ref().unwrap();
+        let stream = h.get(HEADER_PARKED_STREAM).unwrap().as_str().to_owned();
+        assert_eq!(
+            found.subject.as_str(),
+            format!("flow.parked.{}", stream.to_lowercase())
+        );
+        assert_eq!(
+            h.get(HEADER_PARKED_SIZE).unwrap().as_str(),
+            payload.len().to_string()
+        );
+        assert!(h.get(HEADER_PARKED_AT).unwrap().as_str().starts_with("20"));
+        if found.payload.len() < payload.len() {
+            // Only the one at max_payload is cut, and it says so.
+            assert_eq!(payload.as_slice(), near_max.as_bytes());
+            assert_eq!(
+                h.get(HEADER_PARKED_TRUNCATED).unwrap().as_str(),
+                found.payload.len().to_string()
+            );
+            assert!(found.payload.len() > MAX_PAYLOAD - 1024);
+        } else {
+            assert_eq!(found.payload.as_ref(), payload.as_slice(), "{subject}");
+            assert!(h.get(HEADER_PARKED_TRUNCATED).is_none());
+        }
+    }
+    // The work queues hold none of them any more.
+    for stream in ["FLOW_TASKS", "FLOW_JOBS", "FLOW_RESULTS"] {
+        assert_eq!(env.stream_messages(stream).await, 0, "{stream}");
+    }
+    // Every consumer goes on: a good submission on the stream runs through
+    // submission, jobs and results to the end.
+    let mut outcomes = env
+        .client
+        .subscribe("flow.events.submit.good-1")
+        .await
+        .unwrap();
+    env.js
+        .publish(
+            "flow.tasks.submit",
+            bytes(&json!({"request_id": "good-1", "racks": ["rack-01"], "operation": "power_on"}))
+                .into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let outcome = tokio::time::timeout(Duration::from_secs(20), outcomes.next())
+        .await
+        .expect("an outcome")
+        .unwrap();
+    let reply: Value = serde_json::from_slice(&outcome.payload).unwrap();
+    let task = reply["results"][0]["task_id"].as_str().expect("a task");
+    assert_eq!(env.finish(task).await["status"], "completed");
+    assert_eq!(
+        env.stream_messages(STREAM_PARKED).await,
+        hostile.len() as u64
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flood_of_duplicate_submissions_makes_one_task_and_every_caller_is_answered() {
+    const FLOOD: usize = 500;
+    let env = Env::new().await;
+    let request = json!({"request_id": "flood-1", "racks": ["rack-01"], "operation": "power_on"});
+    let body = bytes(&request);
+    let mut outcomes = env
+        .client
+        .subscribe("flow.events.submit.flood-1")
+        .await
+        .unwrap();
+    // On the stream: half with the request id as Nats-Msg-Id (JetStream
+    // drops the repeats), half without (the store recognises the request).
+    let publishes = (0..FLOOD).map(|i| {
+        let (js, body) = (env.js.clone(), body.clone());
+        async move {
+            let mut message = jetstream::message::PublishMessage::build().payload(body.into());
+            if i % 2 == 0 {
+                message = message.message_id("flood-1");
+            }
+            js.send_publish("flow.tasks.submit", message)
+                .await
+                .unwrap()
+                .await
+                .unwrap()
+                .duplicate
+        }
+    });
+    // Through the API, at the same time, with the same request id.
+    let calls = (0..FLOOD).map(|_| env.raw("task.submit", body.clone()));
+    let (duplicates, replies) = tokio::join!(
+        futures::future::join_all(publishes),
+        futures::future::join_all(calls)
+    );
+    assert_eq!(
+        duplicates.iter().filter(|d| **d).count(),
+        FLOOD / 2 - 1,
+        "JetStream keeps one of the publishes with the same Nats-Msg-Id"
+    );
+    let mut tasks = std::collections::BTreeSet::new();
+    for reply in replies {
+        let reply = reply.expect("every caller is answered with a result");
+        tasks.insert(reply["results"][0]["task_id"].as_str().unwrap().to_owned());
+    }
+    // Every stream submission that JetStream kept is answered on the
+    // outcome subject, with the same task.
+    let kept = FLOOD / 2 + 1;
+    for _ in 0..kept {
+        let outcome = tokio::time::timeout(REPLY_WAIT, outcomes.next())
+            .await
+            .expect("an outcome per kept submission")
+            .unwrap();
+        let reply: Value = serde_json::from_slice(&outcome.payload).unwrap();
+        tasks.insert(reply["results"][0]["task_id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(tasks.len(), 1, "one task for one request id: {tasks:?}");
+    let listed = env.ok("task.list", json!({})).await;
+    assert_eq!(listed.as_array().unwrap().len(), 1, "{listed}");
+    // The scheduler is alive and well: the task runs, the API answers.
+    let task = tasks.into_iter().next().unwrap();
+    assert_eq!(env.finish(&task).await["status"], "completed");
+    assert_eq!(env.ok("rule.list", json!({})).await["total"], 1);
+    assert_eq!(
+        env.stream_messages(STREAM_PARKED).await,
+        0,
+        "nothing refused"
+    );
+    env.stop().await;
+}
