@@ -25,13 +25,14 @@ struct Args {
     #[arg(long)]
     database_url: Option<String>,
     /// Where to serve GET /metrics (Prometheus): ip:port (port 0 = any
-    /// free port), or `off`.
-    #[arg(long, env = "FLOW_METRICS_LISTEN", default_value = DEFAULT_METRICS_LISTEN)]
-    metrics_listen: MetricsListen,
+    /// free port), or `off` [default: 127.0.0.1:9450; if taken, no listener].
+    #[arg(long, env = "FLOW_METRICS_LISTEN")]
+    metrics_listen: Option<MetricsListen>,
 }
 
 /// The scheduler's metrics port; workers default to 9451.
-const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9450";
+const DEFAULT_METRICS_LISTEN: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9450);
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -48,19 +49,13 @@ async fn main() -> anyhow::Result<()> {
     telemetry::init(&settings.log);
     let mut metrics_registry = MetricsRegistry::new();
     let metrics = SchedulerMetrics::register(&mut metrics_registry);
-    let metrics_server = match args.metrics_listen {
-        MetricsListen::Off => {
-            tracing::info!("metrics listener off");
-            None
-        }
-        MetricsListen::On(addr) => {
-            let server = flow_metrics::serve(addr, metrics_registry)
-                .await
-                .context("--metrics-listen (FLOW_METRICS_LISTEN)")?;
-            tracing::info!(metrics_addr = %server.local_addr(), "serving metrics on /metrics");
-            Some(server)
-        }
-    };
+    let metrics_server = flow_metrics::start(
+        args.metrics_listen,
+        DEFAULT_METRICS_LISTEN,
+        metrics_registry,
+    )
+    .await
+    .context("--metrics-listen (FLOW_METRICS_LISTEN)")?;
 
     let store = Store::connect(
         settings.database.url.expose(),

@@ -42,14 +42,15 @@ struct Args {
     #[arg(long, env = "FLOW_BMC_INSECURE")]
     bmc_insecure: bool,
     /// Where to serve GET /metrics (Prometheus): ip:port (port 0 = any
-    /// free port), or `off`.
-    #[arg(long, env = "FLOW_METRICS_LISTEN", default_value = DEFAULT_METRICS_LISTEN)]
-    metrics_listen: MetricsListen,
+    /// free port), or `off` [default: 127.0.0.1:9451; if taken, no listener].
+    #[arg(long, env = "FLOW_METRICS_LISTEN")]
+    metrics_listen: Option<MetricsListen>,
 }
 
 /// The worker's metrics port; the scheduler's is 9450. Several workers on
 /// one host need one each (`--metrics-listen 127.0.0.1:9452`, …).
-const DEFAULT_METRICS_LISTEN: &str = "127.0.0.1:9451";
+const DEFAULT_METRICS_LISTEN: std::net::SocketAddr =
+    std::net::SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 9451);
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
@@ -81,19 +82,13 @@ async fn main() -> anyhow::Result<()> {
     let registry = flow_hardware::redfish::registry(&redfish, credentials, lifecycle)?;
     let mut metrics_registry = MetricsRegistry::new();
     let metrics = WorkerMetrics::register(&mut metrics_registry);
-    let metrics_server = match args.metrics_listen {
-        MetricsListen::Off => {
-            tracing::info!("metrics listener off");
-            None
-        }
-        MetricsListen::On(addr) => {
-            let server = flow_metrics::serve(addr, metrics_registry)
-                .await
-                .context("--metrics-listen (FLOW_METRICS_LISTEN)")?;
-            tracing::info!(metrics_addr = %server.local_addr(), "serving metrics on /metrics");
-            Some(server)
-        }
-    };
+    let metrics_server = flow_metrics::start(
+        args.metrics_listen,
+        DEFAULT_METRICS_LISTEN,
+        metrics_registry,
+    )
+    .await
+    .context("--metrics-listen (FLOW_METRICS_LISTEN)")?;
     let client = connect_nats(&settings.nats, "flow-worker", InitialConnect::Retry)
         .await
         .context("cannot connect to NATS (FLOW_NATS_URL)")?;

@@ -11,7 +11,7 @@ mod server;
 
 pub use listen::MetricsListen;
 pub use prometheus_client;
-pub use server::{MetricsServer, serve};
+pub use server::{MetricsServer, serve, start};
 
 use prometheus_client::registry::Registry;
 

@@ -13,7 +13,39 @@ use prometheus_client::encoding::prometheus_text;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-use crate::{MetricsError, MetricsRegistry};
+use crate::{MetricsError, MetricsListen, MetricsRegistry};
+
+/// Starts the listener a service was configured with: `setting` when one
+/// was given (flag or environment), else `default`. A listener asked for
+/// explicitly must bind, or the service stops; the default address may be
+/// taken (a second worker on the host, parallel tests): then a warning says
+/// so and the service runs without a listener. Logs the bound address with
+/// the field `metrics_addr`.
+pub async fn start(
+    setting: Option<MetricsListen>,
+    default: SocketAddr,
+    registry: MetricsRegistry,
+) -> Result<Option<MetricsServer>, MetricsError> {
+    let server = match setting {
+        Some(MetricsListen::Off) => {
+            tracing::info!("metrics listener off");
+            return Ok(None);
+        }
+        Some(MetricsListen::On(addr)) => serve(addr, registry).await?,
+        None => match serve(default, registry).await {
+            Ok(server) => server,
+            Err(error) => {
+                tracing::warn!(
+                    error = &error as &dyn std::error::Error,
+                    "default metrics address taken: no metrics listener (set --metrics-listen)"
+                );
+                return Ok(None);
+            }
+        },
+    };
+    tracing::info!(metrics_addr = %server.local_addr(), "serving metrics on /metrics");
+    Ok(Some(server))
+}
 
 /// A running metrics listener.
 #[derive(Debug)]
@@ -127,5 +159,25 @@ mod tests {
                 .await
                 .is_err()
         );
+    }
+
+    #[tokio::test]
+    async fn only_a_taken_default_address_is_forgiven() {
+        let first = serve("127.0.0.1:0".parse().unwrap(), MetricsRegistry::new())
+            .await
+            .unwrap();
+        let taken = first.local_addr();
+        let second = start(None, taken, MetricsRegistry::new()).await.unwrap();
+        assert!(second.is_none(), "the default was taken: no listener");
+        let explicit = start(
+            Some(MetricsListen::On(taken)),
+            taken,
+            MetricsRegistry::new(),
+        )
+        .await;
+        assert!(explicit.is_err(), "an explicit address must bind");
+        let off = start(Some(MetricsListen::Off), taken, MetricsRegistry::new()).await;
+        assert!(off.unwrap().is_none());
+        first.stop().await;
     }
 }
