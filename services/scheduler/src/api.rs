@@ -106,11 +106,20 @@ fn fit_reply(name: &str, reply: Vec<u8>, max_payload: usize) -> Vec<u8> {
     )))
 }
 
-fn store_error(error: StoreError) -> ApiError {
+/// A store error as the API reports it (also for each rack of a submission).
+pub(crate) fn store_error(error: StoreError) -> ApiError {
     match error {
         StoreError::NotFound(m) => ApiError::new(ErrorCode::NotFound, m),
         StoreError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
         StoreError::Invalid { message, details } => ApiError::invalid(message, details),
+        refused if refused.is_refused_value() => {
+            let chain = error_chain(&refused);
+            tracing::warn!(error = %chain, "the database refused a value");
+            ApiError::new(
+                ErrorCode::Invalid,
+                format!("the database refused a value of the request: {chain}"),
+            )
+        }
         other => {
             let chain = error_chain(&other);
             tracing::error!(error = %chain, "store failure");
@@ -124,7 +133,7 @@ fn store_error(error: StoreError) -> ApiError {
 }
 
 /// An error and its sources, `a: b: c`.
-fn error_chain(error: &dyn std::error::Error) -> String {
+pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut source = error.source();
     while let Some(s) = source {

@@ -136,12 +136,7 @@ pub struct Executor {
 }
 
 fn store_api_error(e: StoreError) -> ApiError {
-    match e {
-        StoreError::NotFound(m) => ApiError::new(ErrorCode::NotFound, m),
-        StoreError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
-        StoreError::Invalid { message, details } => ApiError::invalid(message, details),
-        other => ApiError::new(ErrorCode::Unavailable, other.to_string()),
-    }
+    crate::api::store_error(e)
 }
 
 impl Executor {
@@ -306,6 +301,17 @@ impl Executor {
         async {
             let applied = match self.store.apply_result(&result).await {
                 Ok(applied) => applied,
+                Err(error) if error.is_refused_value() => {
+                    // The same result would fail the same way forever.
+                    let reason = format!(
+                        "the database refused a value of the result: {}",
+                        crate::api::error_chain(&error)
+                    );
+                    if park(&self.js, STREAM_RESULTS, &message, &reason).await {
+                        self.metrics.parked(STREAM_RESULTS);
+                    }
+                    return;
+                }
                 Err(error) => {
                     self.metrics.result_error();
                     tracing::warn!(error = %error, "result not applied; redelivery will retry");

@@ -706,3 +706,84 @@ async fn a_flood_of_duplicate_submissions_makes_one_task_and_every_caller_is_ans
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn values_the_database_refuses_are_answered_or_parked_never_retried_forever() {
+    let env = Env::new().await;
+    // Through the API: a NUL byte (valid JSON, refused by Postgres text).
+    let e = env
+        .raw(
+            "task.submit",
+            bytes(&json!({"request_id": "a\u{0}b", "racks": ["rack-01"], "operation": "power_on"})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::BadRequest, "{e}");
+    assert_eq!(e.message, "request_id: must not contain control characters");
+    let e = env
+        .raw(
+            "rule.create",
+            bytes(&json!({"name": "nul", "description": "a\u{0}b", "operation_type": "power_control",
+                          "operation": "power_off", "definition": {"version": "v1", "steps": [
+                              {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}]}})),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(e.code, ErrorCode::Invalid, "not `unavailable`: {e}");
+    assert!(e.message.contains("0x00"), "{e}");
+    // On the stream: a result for a running step whose text Postgres
+    // refuses is parked, not handed back forever.
+    let definition = json!({"version": "v1", "steps": [
+        {"component_type": "powershelf", "stage": 1,
+         "pre_operation": [{"name": "Sleep", "parameters": {"duration": "60s"}}],
+         "main_operation": {"name": "PowerControl"}}]});
+    let rule = env
+        .ok(
+            "rule.create",
+            json!({"name": "slow", "operation_type": "power_control", "operation": "power_off",
+                   "definition": definition}),
+        )
+        .await;
+    let reply = env
+        .ok(
+            "task.submit",
+            json!({"request_id": "slow-1", "racks": ["rack-01"], "operation": "power_off",
+                   "rule_id": rule["id"]}),
+        )
+        .await;
+    let task = reply["results"][0]["task_id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let step = loop {
+        let t = env.ok("task.get", json!({"id": task})).await;
+        if t["steps"][0]["status"] == "running" {
+            break t["steps"][0].clone();
+        }
+        assert!(Instant::now() < deadline, "the step never ran: {t}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let forged = json!({"schema": 1,
+        "id": {"task": task, "step_index": step["step_index"], "generation": step["generation"]},
+        "outcome": {"outcome": "failed", "action": "PowerControl", "message": "bad\u{0}byte"},
+        "components": {}, "calls": 0, "started_ms": 0, "finished_ms": 0});
+    env.js
+        .publish(format!("flow.results.{task}"), bytes(&forged).into())
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let parked = env.parked(1).await;
+    let reason = parked[0]
+        .headers
+        .as_ref()
+        .unwrap()
+        .get(HEADER_PARKED_REASON)
+        .unwrap();
+    assert!(reason.as_str().contains("0x00"), "{}", reason.as_str());
+    assert_eq!(env.stream_messages("FLOW_RESULTS").await, 0);
+    // The task was not touched by it.
+    let t = env.ok("task.get", json!({"id": task})).await;
+    assert_eq!(t["status"], "running", "{t}");
+    env.ok("task.cancel", json!({"id": task})).await;
+    assert_eq!(env.finish(&task).await["status"], "terminated");
+    env.stop().await;
+}

@@ -422,6 +422,9 @@ impl TaskSubmit {
                 "request_id: must be at most {MAX_REQUEST_ID_LEN} characters"
             ));
         }
+        if self.request_id.chars().any(char::is_control) {
+            return bad("request_id: must not contain control characters".to_owned());
+        }
         if self.racks.is_empty() {
             return bad("racks: name at least one rack".to_owned());
         }

@@ -35,6 +35,20 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// True when Postgres refused a value of the statement itself: SQLSTATE
+    /// class 22 (data exception: a NUL byte in text, a string too long, a
+    /// number out of range) or 54 (a program limit, e.g. an index row too
+    /// large). The same input fails the same way again, so it is the
+    /// caller's to refuse, not a reason to retry.
+    pub fn is_refused_value(&self) -> bool {
+        match self {
+            StoreError::Database(sqlx::Error::Database(db)) => db
+                .code()
+                .is_some_and(|code| code.starts_with("22") || code.starts_with("54")),
+            _ => false,
+        }
+    }
+
     /// The Postgres constraint a failed statement violated, if any.
     pub(crate) fn unique_violation(e: &sqlx::Error) -> Option<String> {
         match e {
