@@ -522,6 +522,87 @@ impl Drop for NatsServer {
     }
 }
 
+/// The path of one of this workspace's binaries (`flow-scheduler`,
+/// `flow-worker`, `flow`, `flow-rack-sim`), built from the package at
+/// `package` (relative to the workspace root, e.g. `services/worker`), in
+/// the running test's own target directory.
+///
+/// Cargo hands a test only its own package's binaries
+/// (`CARGO_BIN_EXE_<name>`); a test that runs several Flow processes finds
+/// the others here. `cargo nextest run --workspace` and `cargo test
+/// --workspace` (so `scripts/test`) build every binary before any test runs.
+///
+/// # Panics
+///
+/// If the binary is missing, or older than a source file it is built from
+/// (the package's `src`, every `shared/*/src`, `shared/rules/builtin`,
+/// `migrations`): a stale binary would test old code.
+#[must_use]
+pub fn workspace_binary(name: &str, package: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    // <target>/<profile>/deps/<test>-<hash>
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test runs from <target>/<profile>/deps");
+    let binary = profile_dir.join(name);
+    let rebuild = format!(
+        "build it first: cargo build --workspace --bins{} (cargo nextest run --workspace does)",
+        if profile_dir.ends_with("release") {
+            " --release"
+        } else {
+            ""
+        }
+    );
+    let built = fs::metadata(&binary)
+        .and_then(|m| m.modified())
+        .unwrap_or_else(|e| panic!("{} is not there ({e}): {rebuild}", binary.display()));
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut sources = vec![
+        root.join(package).join("src"),
+        root.join("shared/rules/builtin"),
+        root.join("migrations"),
+    ];
+    if let Ok(shared) = fs::read_dir(root.join("shared")) {
+        sources.extend(shared.flatten().map(|e| e.path().join("src")));
+    }
+    for dir in sources {
+        if let Some((newest, path)) = newest_file(&dir)
+            && newest > built
+        {
+            panic!(
+                "{} is older than {}: {rebuild}",
+                binary.display(),
+                path.display()
+            );
+        }
+    }
+    binary
+}
+
+/// The most recently modified file under `dir` (recursively), if any.
+fn newest_file(dir: &Path) -> Option<(SystemTime, PathBuf)> {
+    let mut newest: Option<(SystemTime, PathBuf)> = None;
+    for entry in fs::read_dir(dir).ok()?.flatten() {
+        let path = entry.path();
+        let found = if path.is_dir() {
+            newest_file(&path)
+        } else {
+            entry
+                .metadata()
+                .and_then(|m| m.modified())
+                .ok()
+                .map(|t| (t, path))
+        };
+        if let Some((time, path)) = found
+            && newest.as_ref().is_none_or(|(n, _)| time > *n)
+        {
+            newest = Some((time, path));
+        }
+    }
+    newest
+}
+
 /// A fresh PostgreSQL database for one test, on the server named by
 /// [`DATABASE_URL_ENV`], dropped (with any open connections) when the value
 /// is dropped.

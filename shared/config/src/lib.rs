@@ -39,6 +39,10 @@ pub struct NatsSettings {
     pub tls_key_file: Option<PathBuf>,
     /// Require TLS even for `nats://` URLs.
     pub tls_required: bool,
+    /// Prefix of this connection's reply subjects (default `_INBOX`). A
+    /// role of its own (`_INBOX_worker`) lets the server's permissions keep
+    /// other users from subscribing to this process's replies.
+    pub inbox_prefix: Option<String>,
 }
 
 impl Default for NatsSettings {
@@ -54,6 +58,7 @@ impl Default for NatsSettings {
             tls_cert_file: None,
             tls_key_file: None,
             tls_required: false,
+            inbox_prefix: None,
         }
     }
 }
@@ -219,6 +224,9 @@ impl Settings {
         if let Some(v) = env("FLOW_NATS_TLS_REQUIRED") {
             self.nats.tls_required = parse_bool("FLOW_NATS_TLS_REQUIRED", &v)?;
         }
+        if let Some(v) = env("FLOW_NATS_INBOX_PREFIX") {
+            self.nats.inbox_prefix = Some(v);
+        }
         if let Some(v) = env("FLOW_DATABASE_URL") {
             self.database.url = Secret::new(v);
         }
@@ -289,6 +297,23 @@ impl Settings {
                 "FLOW_NATS_TLS_CERT_FILE",
                 "a client certificate needs its key (FLOW_NATS_TLS_CERT_FILE and FLOW_NATS_TLS_KEY_FILE)",
             ));
+        }
+        if let Some(prefix) = &n.inbox_prefix {
+            let tokens_ok = !prefix.is_empty()
+                && prefix.split('.').all(|t| {
+                    !t.is_empty()
+                        && t.chars()
+                            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+                });
+            if !tokens_ok {
+                return Err(invalid(
+                    "FLOW_NATS_INBOX_PREFIX",
+                    format!(
+                        "{prefix:?} is not a subject prefix: use letters, digits, '_' and '-' \
+                         in dot-separated tokens, e.g. _INBOX_worker"
+                    ),
+                ));
+            }
         }
         let files = [
             ("FLOW_NATS_NKEY_FILE", &n.nkey_file),
@@ -419,6 +444,15 @@ mod tests {
         assert!(
             e.to_string()
                 .starts_with("FLOW_DATABASE_URL: must be a postgres:// URL")
+        );
+        let e = load(&[("FLOW_NATS_INBOX_PREFIX", "_INBOX.>")], None)
+            .unwrap()
+            .validate_nats()
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("FLOW_NATS_INBOX_PREFIX: \"_INBOX.>\" is not a subject prefix"),
+            "{e}"
         );
         let e = load(&[("FLOW_LOG_FORMAT", "xml")], None).unwrap_err();
         assert_eq!(

@@ -50,5 +50,38 @@ pub async fn connect_nats(
     if settings.tls_required {
         options = options.require_tls(true);
     }
+    if let Some(prefix) = &settings.inbox_prefix {
+        options = options.custom_inbox_prefix(prefix);
+    }
+    let connection = name.to_owned();
+    options = options.event_callback(move |event| log_event(connection.clone(), event));
     options.connect(settings.url.as_str()).await
+}
+
+/// Logs what the connection reports on its own: above all the server's
+/// errors, such as a permissions violation, which otherwise only show up as
+/// requests that time out.
+async fn log_event(connection: String, event: async_nats::Event) {
+    use async_nats::Event;
+    match event {
+        Event::ServerError(error) => {
+            tracing::warn!(connection, error = %error, "NATS server reported an error");
+        }
+        Event::ClientError(error) => {
+            tracing::warn!(connection, error = %error, "NATS client error");
+        }
+        Event::SlowConsumer(sid) => {
+            tracing::warn!(
+                connection,
+                subscription = sid,
+                "NATS slow consumer: messages dropped"
+            );
+        }
+        Event::Disconnected => tracing::warn!(connection, "disconnected from NATS; reconnecting"),
+        Event::Connected => tracing::info!(connection, "connected to NATS"),
+        Event::LameDuckMode => tracing::warn!(connection, "NATS server entering lame duck mode"),
+        Event::Draining | Event::Closed => {
+            tracing::debug!(connection, event = %event, "NATS connection")
+        }
+    }
 }
