@@ -19,7 +19,7 @@ use flow_config::{InitialConnect, NatsSettings, Secret, connect_nats};
 use flow_hardware::CredentialStore;
 use flow_hardware::redfish::RedfishSettings;
 use flow_protocol::api::{ApiError, decode_reply};
-use flow_protocol::jobs::{STREAM_TASKS, SUBJECT_SUBMIT};
+use flow_protocol::jobs::{STREAM_PARKED, STREAM_TASKS, SUBJECT_SUBMIT};
 use flow_protocol::subjects::api_subject;
 use flow_rack_sim::{InitialPower, SimConfig};
 use flow_scheduler::Scheduler;
@@ -417,6 +417,57 @@ async fn the_shipped_roles_file_runs_a_task_and_keeps_workers_from_submitting() 
         task_reaches(&operator, &off_task, &["terminated", "completed", "failed"]).await;
     assert_eq!(cancelled["status"], "terminated", "{cancelled}");
 
+    // Refused messages are parked by whoever refuses them: a malformed job
+    // by the worker, a malformed result by the scheduler.
+    let as_scheduler = connect_nats(
+        &settings(
+            &url,
+            "scheduler",
+            &roles.scheduler,
+            Some("_INBOX_scheduler"),
+        ),
+        "flow-scheduler-2",
+        InitialConnect::FailFast,
+    )
+    .await
+    .expect("a second scheduler connects");
+    jetstream::new(as_scheduler)
+        .publish("flow.jobs.compute", "not a job".into())
+        .await
+        .expect("job published")
+        .await
+        .expect("job stored");
+    let as_worker = connect_nats(
+        &settings(&url, "worker", &roles.worker, Some("_INBOX_worker")),
+        "flow-worker-2",
+        InitialConnect::FailFast,
+    )
+    .await
+    .expect("a second worker connects");
+    jetstream::new(as_worker)
+        .publish(format!("flow.results.{on_task}"), "not a result".into())
+        .await
+        .expect("result published")
+        .await
+        .expect("result stored");
+    let operator_js = jetstream::new(operator.clone());
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let mut parked = operator_js
+            .get_stream(STREAM_PARKED)
+            .await
+            .expect("operator reads FLOW_PARKED");
+        let messages = parked.info().await.expect("stream info").state.messages;
+        if messages == 2 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{messages} of 2 refused messages parked"
+        );
+        tokio::time::sleep(POLL).await;
+    }
+
     // A worker may not submit, call flow.api, set cancel marks, or read
     // events and others' replies.
     let rules = ok(&operator, "rule.list", json!({})).await;
@@ -475,7 +526,6 @@ async fn the_shipped_roles_file_runs_a_task_and_keeps_workers_from_submitting() 
         .subscribe("flow.events.submit.operator-probe")
         .await
         .expect("operator subscribes to outcomes");
-    let operator_js = jetstream::new(operator.clone());
     operator_js
         .publish(
             SUBJECT_SUBMIT,
