@@ -18,6 +18,12 @@ use crate::procs::{Proc, Recipe, Usage, free_port};
 const CREDENTIAL_REF: &str = flow_rack_sim::CREDENTIAL_REF;
 /// The environment variable the workers read the BMC password from.
 const PASSWORD_ENV: &str = "FLOW_BENCH_BMC_PASSWORD";
+/// BMCs of one simulated NVL72 rack.
+const SIM_BMCS_PER_RACK: usize = 35;
+/// Consecutive BMC ports are picked from here up (below Linux's ephemeral
+/// range, 32768 and up, so no `bind(0)` of another process takes them).
+const BMC_PORTS_FROM: usize = 10_000;
+const BMC_PORTS_TO: usize = 32_768;
 /// Bounded waits for start-up.
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 
@@ -46,7 +52,7 @@ pub struct ClusterSpec {
     pub time_scale: f64,
     /// Start with racks powered on.
     pub initial_power_on: bool,
-    /// First BMC port (0: OS-chosen ports).
+    /// First BMC port (0: a free range below the ephemeral ports).
     pub bmc_base_port: u16,
     /// Start a private Postgres (so a drill can restart it).
     pub own_postgres: bool,
@@ -160,6 +166,10 @@ impl Cluster {
 
         // The simulator.
         let sim_admin_port = free_port()?;
+        let bmc_base_port = match spec.bmc_base_port {
+            0 => bmc_port_range(spec.racks * SIM_BMCS_PER_RACK)?,
+            p => p,
+        };
         let inventory = work.join("racks");
         if inventory.is_dir() {
             std::fs::remove_dir_all(&inventory)?;
@@ -172,7 +182,7 @@ impl Cluster {
             "--admin-port".into(),
             sim_admin_port.to_string(),
             "--bmc-base-port".into(),
-            spec.bmc_base_port.to_string(),
+            bmc_base_port.to_string(),
             "--time-scale".into(),
             spec.time_scale.to_string(),
             "--inventory-out".into(),
@@ -590,4 +600,26 @@ async fn start_postgres(work: &Path) -> anyhow::Result<(Proc, String)> {
         bail!("private postgres did not start:\n{}", proc.log_tail(20));
     }
     Ok((proc, url))
+}
+
+/// A run of `n` consecutive ports that are free now, below the ephemeral
+/// range. A tray BMC's listener is closed while its shelf is off; with
+/// OS-chosen ports another process's `bind(0)` (a metrics listener, say)
+/// could take the port meanwhile, and the BMC's requests would reach it.
+fn bmc_port_range(n: usize) -> anyhow::Result<u16> {
+    let span = BMC_PORTS_TO - BMC_PORTS_FROM;
+    if n == 0 || n >= span {
+        bail!("{n} BMC ports do not fit between {BMC_PORTS_FROM} and {BMC_PORTS_TO}");
+    }
+    for _ in 0..20 {
+        let offset = (uuid::Uuid::new_v4().as_u128() % (span - n) as u128) as usize;
+        let base = BMC_PORTS_FROM + offset;
+        let free = (base..base + n).all(|p| {
+            u16::try_from(p).is_ok_and(|p| std::net::TcpListener::bind(("127.0.0.1", p)).is_ok())
+        });
+        if free {
+            return Ok(u16::try_from(base)?);
+        }
+    }
+    bail!("no run of {n} free ports between {BMC_PORTS_FROM} and {BMC_PORTS_TO}")
 }

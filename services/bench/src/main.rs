@@ -228,9 +228,10 @@ async fn main() -> anyhow::Result<()> {
             for r in &reports {
                 if r.statuses.get("completed").copied().unwrap_or(0) != r.tasks {
                     bail!(
-                        "{}: not every task completed: {:?}",
+                        "{}: not every task completed: {:?}\n  {}",
                         r.scenario.name,
-                        r.statuses
+                        r.statuses,
+                        r.failures.join("\n  ")
                     );
                 }
             }

@@ -157,6 +157,8 @@ pub struct Report {
     pub tasks: usize,
     /// Tasks by final status.
     pub statuses: BTreeMap<String, usize>,
+    /// Why tasks that did not complete ended (at most 10).
+    pub failures: Vec<String>,
     /// First submission → last task finished, seconds.
     pub makespan_s: f64,
     /// The ideal of one rack (racks are independent), seconds.
@@ -310,6 +312,14 @@ async fn measure(
     tokio::time::sleep(Duration::from_millis(300)).await;
     let seen = results.snapshot();
     let makespan = task_makespan(cluster).await.unwrap_or(wall);
+    let failures: Vec<String> = api::task_list(&cluster.nats)
+        .await
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| t["status"] != "completed")
+        .take(10)
+        .map(|t| format!("{} {}: {}", t["rack"], t["status"], t["message"]))
+        .collect();
 
     let mut last: BTreeMap<(flow_protocol::ids::TaskId, u32), &flow_protocol::jobs::ResultMessage> =
         BTreeMap::new();
@@ -332,6 +342,7 @@ async fn measure(
         scenario: s.clone(),
         tasks,
         statuses,
+        failures,
         makespan_s: secs,
         ideal_s: ideal.total.as_secs_f64(),
         ratio: secs / ideal.total.as_secs_f64().max(f64::EPSILON),

@@ -30,6 +30,11 @@ use crate::metrics::SchedulerMetrics;
 /// them (covers a scheduler that died between commit and publish).
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
+/// Step results applied at once by one scheduler. The benchmark showed one
+/// at a time as the bottleneck at 50 racks: each result is a transaction
+/// and a commit, and workers were idle waiting for the next stage.
+pub const RESULTS_IN_FLIGHT: usize = 16;
+
 /// How long a worker may hold a job without a progress ack before
 /// JetStream redelivers it (workers send progress while working).
 pub const JOB_ACK_WAIT: Duration = Duration::from_secs(30);
@@ -321,6 +326,9 @@ impl Executor {
                     return;
                 }
             };
+            // The outbox publisher goes first: the next stage's jobs are
+            // committed; the figures below are not on the critical path.
+            self.poke.notify_one();
             // Read after the commit, for the log fields and the durations.
             let timing = match self
                 .store
@@ -346,7 +354,6 @@ impl Executor {
             {
                 tracing::warn!(error = %error, "cancel mark not set");
             }
-            self.poke.notify_one();
             let _ = message.ack().await;
         }
         .instrument(span)
@@ -362,7 +369,11 @@ impl Executor {
             if batch.is_empty() {
                 return Ok(total);
             }
-            let mut done = Vec::new();
+            // Send the whole batch, then collect the acks: one round of
+            // server syncs for the batch instead of one per message. Order
+            // is kept (one connection); a failure leaves the rest pending,
+            // and their Nats-Msg-Id drops any repeat on the next sweep.
+            let mut sent = Vec::with_capacity(batch.len());
             for (id, subject, msg_id, payload) in batch {
                 let body = serde_json::to_vec(&payload)?;
                 let ack = self
@@ -374,28 +385,47 @@ impl Executor {
                             .message_id(msg_id),
                     )
                     .await?;
-                ack.await?;
-                done.push(id);
+                sent.push((id, ack));
+            }
+            let mut done = Vec::with_capacity(sent.len());
+            let mut failed = None;
+            for (id, ack) in sent {
+                match ack.await {
+                    Ok(_) => done.push(id),
+                    Err(error) => {
+                        failed.get_or_insert(error);
+                    }
+                }
             }
             total += done.len();
             self.metrics
                 .outbox_published
                 .inc_by(u64::try_from(done.len()).unwrap_or(u64::MAX));
             self.store.outbox_published(&done).await?;
+            if let Some(error) = failed {
+                return Err(error.into());
+            }
         }
     }
 
     /// Runs the outbox publisher and the deadline sweeper until `stop`.
     pub async fn run_sweeps(self, stop: Arc<Notify>) {
+        let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tokio::select! {
-                // Cancel-safe: both only wait.
+            // A poke (new outbox rows) publishes at once; the sweeps of
+            // queues and deadlines run on the tick only, not once per result.
+            let swept = tokio::select! {
+                // Cancel-safe: all only wait.
                 _ = stop.notified() => return,
-                _ = self.poke.notified() => {}
-                _ = tokio::time::sleep(SWEEP_INTERVAL) => {}
-            }
+                _ = self.poke.notified() => false,
+                _ = tick.tick() => true,
+            };
             if let Err(error) = self.publish_outbox().await {
                 tracing::warn!(error = %error, "outbox publish failed; will retry");
+            }
+            if !swept {
+                continue;
             }
             if let Err(error) = self.store.sweep_queues().await {
                 tracing::warn!(error = %error, "queue sweep failed");
@@ -418,13 +448,17 @@ impl Executor {
     }
 
     /// Consumes step results until `stop`: each is applied in one
-    /// transaction, then acknowledged.
+    /// transaction, then acknowledged; up to [`RESULTS_IN_FLIGHT`] at once
+    /// (results of one task serialise on its row lock).
     pub async fn run_results(self, stop: Arc<Notify>) -> Result<(), async_nats::Error> {
         consume(
             &self.js,
             &self.metrics,
-            STREAM_RESULTS,
-            CONSUMER_SCHEDULER,
+            Source {
+                stream: STREAM_RESULTS,
+                consumer: CONSUMER_SCHEDULER,
+                concurrency: RESULTS_IN_FLIGHT,
+            },
             stop,
             flow_protocol::decode::message,
             |result: ResultMessage, message| {
@@ -444,8 +478,12 @@ impl Executor {
         consume(
             &self.js,
             &self.metrics,
-            STREAM_TASKS,
-            CONSUMER_SUBMIT,
+            Source {
+                stream: STREAM_TASKS,
+                consumer: CONSUMER_SUBMIT,
+                // One at a time: queued submissions keep their order.
+                concurrency: 1,
+            },
             stop,
             flow_protocol::decode::request,
             |request: TaskSubmit, message| {
@@ -483,11 +521,17 @@ impl Executor {
 /// a time, reading each with `decode`; `handle` acknowledges. A message that
 /// does not decode (or speaks another schema) is parked on FLOW_PARKED with
 /// the reason: never retried forever, never lost, never a crash.
+/// Where [`consume`] pulls from and how many messages it handles at once.
+struct Source {
+    stream: &'static str,
+    consumer: &'static str,
+    concurrency: usize,
+}
+
 async fn consume<T, D, F, Fut>(
     js: &jetstream::Context,
     metrics: &SchedulerMetrics,
-    stream: &str,
-    consumer_name: &str,
+    source: Source,
     stop: Arc<Notify>,
     decode: D,
     mut handle: F,
@@ -497,20 +541,33 @@ where
     F: FnMut(T, jetstream::Message) -> Fut,
     Fut: std::future::Future<Output = ()>,
 {
+    let Source {
+        stream,
+        consumer: consumer_name,
+        concurrency,
+    } = source;
     let consumer: consumer::PullConsumer = js
         .get_stream(stream)
         .await?
         .get_consumer(consumer_name)
         .await?;
     let mut messages = consumer.messages().await?;
+    // Up to `concurrency` messages are handled at once (each handler is
+    // its own transaction; the database orders what must be ordered).
+    let mut in_flight = futures::stream::FuturesUnordered::new();
     loop {
+        if in_flight.len() >= concurrency.max(1) {
+            in_flight.next().await;
+            continue;
+        }
         let message = tokio::select! {
-            _ = stop.notified() => return Ok(()),
+            _ = stop.notified() => break,
+            Some(()) = in_flight.next(), if !in_flight.is_empty() => continue,
             // Cancel-safe: a message not yet yielded stays with the consumer.
             m = messages.next() => m,
         };
         let Some(message) = message else {
-            return Ok(());
+            break;
         };
         let message = match message {
             Ok(m) => m,
@@ -520,7 +577,7 @@ where
             }
         };
         match decode(&message.payload) {
-            Ok(value) => handle(value, message).await,
+            Ok(value) => in_flight.push(handle(value, message)),
             Err(error) => {
                 if park(js, stream, &message, &error.to_string()).await {
                     metrics.parked(stream);
@@ -528,6 +585,9 @@ where
             }
         }
     }
+    // Finish what was started: each handler acks or hands back its message.
+    while in_flight.next().await.is_some() {}
+    Ok(())
 }
 
 /// Keeps a refused message: republishes its payload (cut to fit

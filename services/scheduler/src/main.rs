@@ -28,6 +28,19 @@ struct Args {
     /// free port), or `off` [default: 127.0.0.1:9450; if taken, no listener].
     #[arg(long, env = "FLOW_METRICS_LISTEN")]
     metrics_listen: Option<MetricsListen>,
+    /// How long a worker may hold a job without an ack or progress before
+    /// JetStream gives it to another worker (Go duration, e.g. 30s). Only
+    /// applies when the jobs consumer is first created.
+    #[arg(long, env = "FLOW_JOB_ACK_WAIT", value_parser = parse_ack_wait)]
+    job_ack_wait: Option<std::time::Duration>,
+}
+
+fn parse_ack_wait(text: &str) -> Result<std::time::Duration, String> {
+    let d = flow_rules::duration::parse_go(text).map_err(|e| e.to_string())?;
+    match d.non_negative() {
+        Some(d) if !d.is_zero() => Ok(d),
+        _ => Err(format!("{text:?} must be a positive duration")),
+    }
 }
 
 /// The scheduler's metrics port; workers default to 9451.
@@ -68,15 +81,13 @@ async fn main() -> anyhow::Result<()> {
     let client = connect_nats(&settings.nats, "flow-scheduler", InitialConnect::Retry)
         .await
         .context("cannot connect to NATS (FLOW_NATS_URL)")?;
-    let scheduler = Scheduler::start_with_metrics(
-        client.clone(),
-        store,
-        flow_scheduler::exec::JOB_ACK_WAIT,
-        metrics,
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!(e))
-    .context("cannot start the scheduler (JetStream set-up or flow.api)")?;
+    let ack_wait = args
+        .job_ack_wait
+        .unwrap_or(flow_scheduler::exec::JOB_ACK_WAIT);
+    let scheduler = Scheduler::start_with_metrics(client.clone(), store, ack_wait, metrics)
+        .await
+        .map_err(|e| anyhow::anyhow!(e))
+        .context("cannot start the scheduler (JetStream set-up or flow.api)")?;
     tracing::info!(nats = %settings.nats.url, "serving flow.api");
 
     shutdown_signal().await;
