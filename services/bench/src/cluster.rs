@@ -18,6 +18,8 @@ use crate::procs::{Proc, Recipe, Usage, free_port};
 const CREDENTIAL_REF: &str = flow_rack_sim::CREDENTIAL_REF;
 /// The environment variable the workers read the BMC password from.
 const PASSWORD_ENV: &str = "FLOW_BENCH_BMC_PASSWORD";
+/// Racks per simulator process.
+pub const SIM_RACKS_PER_PROCESS: usize = 50;
 /// BMCs of one simulated NVL72 rack.
 const SIM_BMCS_PER_RACK: usize = 35;
 /// Consecutive BMC ports are picked from here up (below Linux's ephemeral
@@ -73,10 +75,10 @@ pub struct Cluster {
     pub nats_monitor_port: u16,
     /// A private Postgres, when asked for.
     pub postgres: Option<Proc>,
-    /// `flow-rack-sim`.
-    pub sim: Proc,
-    /// The simulator's admin base URL.
-    pub sim_admin: String,
+    /// `flow-rack-sim`s, one per [`SIM_RACKS_PER_PROCESS`] racks.
+    pub sims: Vec<Proc>,
+    /// Their admin base URLs.
+    pub sim_admins: Vec<String>,
     /// `flow-scheduler`.
     pub scheduler: Proc,
     /// `flow-worker`s.
@@ -95,7 +97,7 @@ pub struct ClusterUsage {
     pub scheduler: Usage,
     /// Each worker.
     pub workers: Vec<Usage>,
-    /// The simulator.
+    /// The simulators, summed (CPU seconds and peak RSS of every process).
     pub simulator: Usage,
     /// nats-server.
     pub nats_server: Usage,
@@ -164,52 +166,73 @@ impl Cluster {
         .context("cannot create the benchmark's database")?;
         let database_url = with_database(&database_admin_url, &database_name);
 
-        // The simulator.
-        let sim_admin_port = free_port()?;
+        // The simulators: one process per SIM_RACKS_PER_PROCESS racks (a
+        // process holds a listener and a connection per BMC; one process
+        // for a whole site runs out of file descriptors).
         let bmc_base_port = match spec.bmc_base_port {
             0 => bmc_port_range(spec.racks * SIM_BMCS_PER_RACK)?,
             p => p,
         };
-        let inventory = work.join("racks");
-        if inventory.is_dir() {
-            std::fs::remove_dir_all(&inventory)?;
-        } else if inventory.exists() {
-            std::fs::remove_file(&inventory)?;
+        let mut sims = Vec::new();
+        let mut sim_admins = Vec::new();
+        let mut racks = Vec::new();
+        for (i, first) in (0..spec.racks).step_by(SIM_RACKS_PER_PROCESS).enumerate() {
+            let count = SIM_RACKS_PER_PROCESS.min(spec.racks - first);
+            let admin_port = free_port()?;
+            let inventory = work.join(format!("racks-{i}"));
+            if inventory.is_dir() {
+                std::fs::remove_dir_all(&inventory)?;
+            } else if inventory.exists() {
+                std::fs::remove_file(&inventory)?;
+            }
+            let base = usize::from(bmc_base_port) + first * SIM_BMCS_PER_RACK;
+            let mut sim_args = vec![
+                "--racks".into(),
+                count.to_string(),
+                "--first-rack".into(),
+                (first + 1).to_string(),
+                "--admin-port".into(),
+                admin_port.to_string(),
+                "--bmc-base-port".into(),
+                base.to_string(),
+                "--time-scale".into(),
+                spec.time_scale.to_string(),
+                "--inventory-out".into(),
+                inventory.display().to_string(),
+            ];
+            if spec.initial_power_on {
+                sim_args.extend(["--initial-power".into(), "on".into()]);
+            }
+            let sim = Proc::spawn(Recipe {
+                name: format!("flow-rack-sim-{i}"),
+                program: tools.bin_dir.join("flow-rack-sim"),
+                args: sim_args,
+                env: vec![("RUST_LOG".into(), "warn".into())],
+                log: work.join(format!("sim-{i}.log")),
+                run_as: None,
+            })?;
+            let ready = wait_for(START_TIMEOUT, || {
+                std::fs::read_to_string(sim.log()).is_ok_and(|l| l.contains("flow-rack-sim ready"))
+            })
+            .await;
+            if !ready {
+                bail!(
+                    "flow-rack-sim did not start within {START_TIMEOUT:?}:\n{}",
+                    sim.log_tail(20)
+                );
+            }
+            racks.extend(read_inventory(&inventory, count)?);
+            sims.push(sim);
+            sim_admins.push(format!("http://127.0.0.1:{admin_port}"));
         }
-        let mut sim_args = vec![
-            "--racks".into(),
-            spec.racks.to_string(),
-            "--admin-port".into(),
-            sim_admin_port.to_string(),
-            "--bmc-base-port".into(),
-            bmc_base_port.to_string(),
-            "--time-scale".into(),
-            spec.time_scale.to_string(),
-            "--inventory-out".into(),
-            inventory.display().to_string(),
-        ];
-        if spec.initial_power_on {
-            sim_args.extend(["--initial-power".into(), "on".into()]);
-        }
-        let sim = Proc::spawn(Recipe {
-            name: "flow-rack-sim".into(),
-            program: tools.bin_dir.join("flow-rack-sim"),
-            args: sim_args,
-            env: vec![("RUST_LOG".into(), "warn".into())],
-            log: work.join("sim.log"),
-            run_as: None,
-        })?;
-        let ready = wait_for(START_TIMEOUT, || {
-            std::fs::read_to_string(sim.log()).is_ok_and(|l| l.contains("flow-rack-sim ready"))
-        })
-        .await;
-        if !ready {
-            bail!(
-                "flow-rack-sim did not start within {START_TIMEOUT:?}:\n{}",
-                sim.log_tail(20)
-            );
-        }
-        let racks = read_inventory(&inventory, spec.racks)?;
+        // In rack-number order: the last is the highest.
+        racks.sort_by_key(|r| {
+            r.name
+                .trim_start_matches("rack-")
+                .parse::<usize>()
+                .unwrap_or(usize::MAX)
+        });
+        let sim_admin = sim_admins[0].clone();
 
         // The scheduler and the workers.
         let mut common_env = vec![
@@ -259,7 +282,7 @@ impl Cluster {
                     "--credentials-file".into(),
                     credentials.display().to_string(),
                     "--lifecycle-url".into(),
-                    format!("http://127.0.0.1:{sim_admin_port}/lifecycle/v1"),
+                    format!("{sim_admin}/lifecycle/v1"),
                     "--lifecycle-credential".into(),
                     CREDENTIAL_REF.into(),
                     "--max-jobs".into(),
@@ -282,8 +305,8 @@ impl Cluster {
             nats_server,
             nats_monitor_port,
             postgres,
-            sim,
-            sim_admin: format!("http://127.0.0.1:{sim_admin_port}"),
+            sims,
+            sim_admins,
             scheduler,
             workers,
             racks,
@@ -326,16 +349,29 @@ impl Cluster {
         )
     }
 
-    /// The simulator's view of every component.
+    /// The simulators' view of every component (all processes merged).
     pub async fn sim_state(&self) -> anyhow::Result<flow_rack_sim::SimState> {
-        Ok(self
-            .http
-            .get(format!("{}/admin/v1/state", self.sim_admin))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?)
+        let mut all = flow_rack_sim::SimState {
+            requests_total: 0,
+            peak_concurrent_requests_per_bmc: 0,
+            racks: Vec::new(),
+        };
+        for admin in &self.sim_admins {
+            let s: flow_rack_sim::SimState = self
+                .http
+                .get(format!("{admin}/admin/v1/state"))
+                .send()
+                .await?
+                .error_for_status()?
+                .json()
+                .await?;
+            all.requests_total += s.requests_total;
+            all.peak_concurrent_requests_per_bmc = all
+                .peak_concurrent_requests_per_bmc
+                .max(s.peak_concurrent_requests_per_bmc);
+            all.racks.extend(s.racks);
+        }
+        Ok(all)
     }
 
     /// What every process used so far.
@@ -343,7 +379,14 @@ impl Cluster {
         ClusterUsage {
             scheduler: self.scheduler.usage(),
             workers: self.workers.iter().map(Proc::usage).collect(),
-            simulator: self.sim.usage(),
+            simulator: self
+                .sims
+                .iter()
+                .map(Proc::usage)
+                .fold(Usage::default(), |a, b| Usage {
+                    cpu_seconds: a.cpu_seconds + b.cpu_seconds,
+                    peak_rss_mib: a.peak_rss_mib + b.peak_rss_mib,
+                }),
             nats_server: self.nats_server.usage(),
         }
     }
@@ -385,7 +428,9 @@ impl Cluster {
             w.terminate(Duration::from_secs(10));
         }
         self.scheduler.terminate(Duration::from_secs(10));
-        self.sim.terminate(Duration::from_secs(5));
+        for sim in &mut self.sims {
+            sim.terminate(Duration::from_secs(5));
+        }
         let _ = admin_sql(
             &self.database_admin_url,
             &format!(

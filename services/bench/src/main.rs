@@ -163,6 +163,29 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let cli = Cli::parse();
     let tools = tools(&cli.tools)?;
+    // On SIGINT or SIGTERM the run is dropped, and with it every child
+    // process (each is killed when its handle drops): nothing is left over.
+    tokio::select! {
+        result = run(cli, tools) => result,
+        () = interrupted() => bail!("interrupted: every process this run started was stopped"),
+    }
+}
+
+async fn interrupted() {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(s) => s,
+        Err(_) => {
+            let _ = tokio::signal::ctrl_c().await;
+            return;
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}
+
+async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
     match cli.command {
         Command::Run {
             scenarios,

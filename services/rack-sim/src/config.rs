@@ -37,6 +37,9 @@ pub struct SimConfig {
     pub bmc_base_port: u16,
     /// Number of racks, named `rack-01`, `rack-02`, … (`--racks`).
     pub racks: usize,
+    /// Number of the first rack (`--first-rack`), so several simulators
+    /// can serve one site without clashing names: 51 gives `rack-51`, ….
+    pub first_rack: usize,
     /// Compute trays per rack (`--compute`).
     pub compute: usize,
     /// NVLink switch trays per rack (`--nvswitch`).
@@ -66,6 +69,7 @@ impl Default for SimConfig {
             admin_port: DEFAULT_ADMIN_PORT,
             bmc_base_port: 0,
             racks: 1,
+            first_rack: 1,
             compute: DEFAULT_COMPUTE,
             nvswitch: DEFAULT_NVSWITCH,
             powershelf: DEFAULT_POWERSHELF,
@@ -97,6 +101,12 @@ impl SimConfig {
         }
         if self.racks == 0 || self.racks > MAX_RACKS {
             return Err(ConfigError::Racks(self.racks));
+        }
+        if self.first_rack == 0 || self.first_rack + self.racks - 1 > MAX_RACKS {
+            return Err(ConfigError::FirstRack {
+                first: self.first_rack,
+                racks: self.racks,
+            });
         }
         if self.components_per_rack() == 0 {
             return Err(ConfigError::NoComponents);
@@ -295,6 +305,14 @@ pub enum ConfigError {
     /// Too few or too many racks.
     #[error("racks must be between 1 and {MAX_RACKS}, got {0}")]
     Racks(usize),
+    /// The rack numbers run outside 1..=MAX_RACKS.
+    #[error("racks {first}..{} run outside 1..={MAX_RACKS}", first + racks - 1)]
+    FirstRack {
+        /// `--first-rack`.
+        first: usize,
+        /// `--racks`.
+        racks: usize,
+    },
     /// A rack would have no component at all.
     #[error("a rack needs at least one component")]
     NoComponents,

@@ -30,6 +30,9 @@ struct Args {
     /// Number of racks (rack-01, rack-02, …).
     #[arg(long, default_value_t = 1)]
     racks: usize,
+    /// Number of the first rack (several simulators for one site).
+    #[arg(long, default_value_t = 1)]
+    first_rack: usize,
     /// Compute trays per rack.
     #[arg(long, default_value_t = 18)]
     compute: usize,
@@ -123,6 +126,7 @@ fn config(args: &Args) -> anyhow::Result<SimConfig> {
         admin_port: args.admin_port,
         bmc_base_port: args.bmc_base_port,
         racks: args.racks,
+        first_rack: args.first_rack,
         compute: args.compute,
         nvswitch: args.nvswitch,
         powershelf: args.powershelf,

@@ -106,7 +106,7 @@ impl World {
         let mut directory = Vec::new();
         let mut serial = 0u64;
         for (r, rack_urls) in urls.into_iter().enumerate() {
-            let name = format!("rack-{:02}", r + 1);
+            let name = format!("rack-{:02}", r + config.first_rack);
             let rack = Rack::new(name.clone(), &config, now);
             let endpoints: Vec<Endpoint> = rack
                 .components

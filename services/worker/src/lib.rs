@@ -448,7 +448,10 @@ impl Worker<'_> {
         let started_ms = cp
             .finished
             .first()
-            .map_or_else(|| clock.now_ms(), |a| a.started_ms);
+            .map(|a| a.started_ms)
+            // Still in its first action (a poll, a wait): when that began.
+            .or(cp.action_started_ms)
+            .unwrap_or_else(|| clock.now_ms());
         let task = job.id.task;
         let is_cancelled = || {
             cancelled
