@@ -193,8 +193,8 @@ pub async fn run(tools: &Tools, spec: &DrillSpec, work: &Path) -> anyhow::Result
         initial_power_on: false,
         bmc_base_port: 0,
         own_postgres: spec.faults.contains(&Fault::PostgresRestart),
-        // Longer than the workers' 10 s progress ack, short enough that a
-        // killed worker's job comes back quickly.
+        // Workers send a progress ack every third of it; short enough that
+        // a killed worker's job comes back quickly.
         job_ack_wait: Some(Duration::from_secs(15)),
     };
     let mut cluster = Cluster::start(tools, &cluster_spec, work).await?;

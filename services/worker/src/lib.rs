@@ -47,9 +47,26 @@ pub const MAX_NAK_DELAY: Duration = Duration::from_secs(5);
 /// asks again.
 pub const PULL_EXPIRES: Duration = Duration::from_secs(2);
 
-/// How often a worker tells JetStream it is still working on a job
-/// (well inside the consumer's 30 s ack wait).
+/// How often a worker tells JetStream it is still working on a job, at
+/// most (well inside the consumer's default 30 s ack wait). A shorter ack
+/// wait (`FLOW_JOB_ACK_WAIT`) shortens it: see [`progress_every`].
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+
+/// A spawned task that is aborted when this handle is dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// The progress-ack interval for a consumer whose ack wait is `ack_wait`:
+/// a third of it (so two acks may be lost before JetStream gives the job to
+/// another worker), at most [`PROGRESS_EVERY`], at least 100 ms.
+pub fn progress_every(ack_wait: Duration) -> Duration {
+    (ack_wait / 3).clamp(Duration::from_millis(100), PROGRESS_EVERY)
+}
 
 /// How long a refused job waits before another try when FLOW_PARKED did
 /// not acknowledge its copy (as the scheduler's `PARK_RETRY_DELAY`).
@@ -120,9 +137,19 @@ pub async fn run_with_metrics(
     };
     let js = jetstream::new(client);
     let consumer = wait_for_consumer(&js, &stop).await?;
-    let Some(consumer) = consumer else {
+    let Some(mut consumer) = consumer else {
         return Ok(());
     };
+    let ack_wait = match consumer.info().await {
+        Ok(info) => info.config.ack_wait,
+        Err(_) => consumer.cached_info().config.ack_wait,
+    };
+    let progress = progress_every(ack_wait);
+    tracing::info!(
+        ack_wait_ms = ack_wait.as_millis() as u64,
+        progress_ms = progress.as_millis() as u64,
+        "jobs consumer found"
+    );
     let kv = js.get_key_value(BUCKET_JOB_STATE).await.map_err(js_err)?;
     let cancelled: Arc<Mutex<HashSet<TaskId>>> = Arc::default();
     let watcher = tokio::spawn(watch_cancels(kv.clone(), Arc::clone(&cancelled)));
@@ -202,6 +229,7 @@ pub async fn run_with_metrics(
                 let worker = Worker {
                     js,
                     kv,
+                    progress,
                     registry: &registry,
                     cancelled: &cancelled,
                     stopping: &stopping,
@@ -379,6 +407,8 @@ fn checkpoint_key(message: &JobMessage) -> String {
 struct Worker<'a> {
     js: jetstream::Context,
     kv: kv::Store,
+    /// How often to send a progress ack while a call runs.
+    progress: Duration,
     registry: &'a ManagerRegistry,
     cancelled: &'a Mutex<HashSet<TaskId>>,
     stopping: &'a std::sync::atomic::AtomicBool,
@@ -411,6 +441,7 @@ impl Worker<'_> {
         let Worker {
             js,
             kv,
+            progress: ack_every,
             registry,
             cancelled,
             stopping,
@@ -462,19 +493,22 @@ impl Worker<'_> {
         let mut last_report = None;
         loop {
             // Keep the job alive while a long call runs.
-            let ticker = {
+            // Aborted when dropped: if this job's future is dropped (its task
+            // aborted, a panic), no orphan keeps acking a job nobody runs.
+            let ticker = AbortOnDrop({
                 let message = message.clone();
+                let every = ack_every;
                 tokio::spawn(async move {
                     loop {
-                        tokio::time::sleep(PROGRESS_EVERY).await;
+                        tokio::time::sleep(every).await;
                         if message.ack_with(AckKind::Progress).await.is_err() {
                             return;
                         }
                     }
                 })
-            };
+            });
             let progress = advance(&job.job, &mut cp, registry, &clock, &is_cancelled).await;
-            ticker.abort();
+            drop(ticker);
             report_progress(&js, &job, &cp, &mut last_report).await;
             if let Ok(bytes) = serde_json::to_vec(&cp) {
                 match kv.put(&key, bytes.into()).await {
@@ -601,4 +635,21 @@ fn job_span(job: &JobMessage) -> tracing::Span {
         component = %job.job.step.component_type,
         generation = job.id.generation,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_acks_come_three_times_per_ack_wait_at_most_every_ten_seconds() {
+        let s = Duration::from_secs;
+        assert_eq!(progress_every(s(30)), s(10));
+        assert_eq!(progress_every(s(300)), s(10));
+        assert_eq!(progress_every(s(6)), s(2));
+        assert_eq!(
+            progress_every(Duration::from_millis(90)),
+            Duration::from_millis(100)
+        );
+    }
 }
