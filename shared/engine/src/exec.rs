@@ -404,6 +404,10 @@ async fn timed<T>(
     }
 }
 
+/// The least time a verification poll is given to answer, however close
+/// its action's deadline.
+pub const MIN_POLL_ANSWER: Duration = Duration::from_secs(2);
+
 fn is_transient(error: &str) -> bool {
     error.starts_with("transient: ")
 }
@@ -491,8 +495,13 @@ async fn one_call(
             poll_interval,
         } => {
             let deadline = after(started, *timeout);
+            // The last poll before the deadline still gets a fair answer
+            // time: a poll with ~0 left would report "no answer" instead of
+            // the state it would have read (seen at 250 racks, and on a
+            // loaded machine). It may end the action up to
+            // MIN_POLL_ANSWER past its timeout.
             let remaining =
-                Duration::from_millis(deadline.saturating_sub(now)).max(Duration::from_millis(1));
+                Duration::from_millis(deadline.saturating_sub(now)).max(MIN_POLL_ANSWER);
             let want = match expected {
                 PowerState::On => PowerStatus::On,
                 PowerState::Off => PowerStatus::Off,
