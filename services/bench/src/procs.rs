@@ -45,8 +45,6 @@ pub struct Usage {
 pub struct Proc {
     recipe: Recipe,
     child: Option<Child>,
-    /// Times it was started.
-    pub starts: u32,
 }
 
 impl Proc {
@@ -58,7 +56,6 @@ impl Proc {
         let mut p = Proc {
             recipe,
             child: None,
-            starts: 0,
         };
         p.start()?;
         Ok(p)
@@ -89,7 +86,6 @@ impl Proc {
         })?;
         tracing::debug!(name = %r.name, pid = child.id(), "started");
         self.child = Some(child);
-        self.starts += 1;
         Ok(())
     }
 
