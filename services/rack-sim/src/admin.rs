@@ -11,6 +11,7 @@
 //! | `POST /admin/v1/reset` | `204`; every component back to its initial state |
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use axum::body::Bytes;
 use axum::extract::{Path, State};
@@ -56,14 +57,14 @@ async fn add_fault(State(world): State<Arc<World>>, body: Bytes) -> Result<Respo
         .add(spec)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     tracing::info!(id = %fault.id, target = %fault.target, kind = ?fault.kind, "fault installed");
-    world.poke();
+    settle(&world).await;
     Ok(Json(world.faults.list()).into_response())
 }
 
 async fn clear_faults(State(world): State<Arc<World>>) -> Json<Vec<Fault>> {
     world.faults.clear();
     tracing::info!("all faults removed");
-    world.poke();
+    settle(&world).await;
     Json(Vec::new())
 }
 
@@ -79,11 +80,24 @@ async fn remove_fault(
         FaultError::NotFound(_) | FaultError::Invalid(_) => ApiError::NotFound(e.to_string()),
     })?;
     tracing::info!(%id, "fault removed");
-    world.poke();
+    settle(&world).await;
     Ok(Json(world.faults.list()))
 }
 
 async fn reset(State(world): State<Arc<World>>) -> StatusCode {
     world.reset();
+    settle(&world).await;
     StatusCode::NO_CONTENT
+}
+
+/// How long a fault change waits for the BMC listeners to follow it.
+const SETTLE_WITHIN: Duration = Duration::from_secs(5);
+
+/// Applies a fault change to every rack now and answers only once the BMC
+/// listeners have opened or closed accordingly (bounded by
+/// [`SETTLE_WITHIN`]; a listener still rebinding is logged and waited for
+/// no longer).
+async fn settle(world: &World) {
+    world.refresh();
+    world.listeners_settled(SETTLE_WITHIN).await;
 }

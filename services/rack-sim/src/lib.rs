@@ -90,7 +90,10 @@
 //! `fail_next {count, status}`, `unreachable {}`, `stuck_power {state}`,
 //! `firmware_fails {message}` and `decommission_stalls {}` (see
 //! [`FaultKind`]). Request faults (latency, error_rate, fail_next) apply to
-//! every request of a targeted BMC, before authentication.
+//! every request of a targeted BMC, before authentication. A fault change
+//! through the admin API is answered once the BMC listeners have followed
+//! it (an `unreachable` BMC's socket closed and its connections dropped),
+//! so the caller's next request already sees it.
 
 mod admin;
 mod api_error;
@@ -223,6 +226,7 @@ pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
             router: redfish::router(world.clone(), at),
             tls: tls.clone(),
             open,
+            listening: world.endpoint(at).listening.clone(),
             shutdown: shutdown_rx.clone(),
         };
         tasks.push(tokio::spawn(task.run(initial)));
@@ -234,6 +238,7 @@ pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
         router: admin::router(world.clone()),
         tls,
         open: admin_open_rx,
+        listening: watch::Sender::new(false),
         shutdown: shutdown_rx.clone(),
     };
     tasks.push(tokio::spawn(admin.run(Some(admin_listener))));

@@ -98,6 +98,8 @@ pub(crate) struct Listener {
     pub(crate) tls: Option<TlsAcceptor>,
     /// Whether it should be open (always `true` for the admin listener).
     pub(crate) open: watch::Receiver<bool>,
+    /// Whether it is open, for whoever waits for the switch to take effect.
+    pub(crate) listening: watch::Sender<bool>,
     /// Turns `true` (or is dropped) when the simulator stops.
     pub(crate) shutdown: watch::Receiver<bool>,
 }
@@ -125,7 +127,10 @@ impl Listener {
                 },
             };
             tracing::debug!(bmc = %self.label, addr = %self.addr, "listening");
-            if !self.serve(listener).await {
+            self.listening.send_replace(true);
+            let keep_running = self.serve(listener).await;
+            self.listening.send_replace(false);
+            if !keep_running {
                 return;
             }
             tracing::debug!(bmc = %self.label, addr = %self.addr, "listener closed");

@@ -63,6 +63,9 @@ pub(crate) struct Endpoint {
     pub(crate) uuid: String,
     /// Whether its listener should be open.
     pub(crate) reachable: watch::Sender<bool>,
+    /// Whether its listener is open: set by the accept loop once the socket
+    /// is bound, cleared once it is closed and every connection is dropped.
+    pub(crate) listening: watch::Sender<bool>,
 }
 
 #[derive(Debug)]
@@ -122,6 +125,7 @@ impl World {
                         url,
                         uuid: format!("f1000000-5140-4000-8000-{serial:012x}"),
                         reachable: watch::Sender::new(false),
+                        listening: watch::Sender::new(false),
                     }
                 })
                 .collect();
@@ -325,6 +329,25 @@ impl World {
         result
     }
 
+    /// Waits until every BMC listener is as its switch says (open or
+    /// closed, its connections dropped), for at most `within`; `false` if
+    /// some listener had not caught up by then. The admin API answers a
+    /// fault change only after this, so a client that installs
+    /// `unreachable` and then calls the BMC finds it gone, not mid-close.
+    pub(crate) async fn listeners_settled(&self, within: std::time::Duration) -> bool {
+        let deadline = Instant::now() + within;
+        for endpoint in self.directory.iter().flat_map(|r| &r.endpoints) {
+            let want = *endpoint.reachable.borrow();
+            let mut listening = endpoint.listening.subscribe();
+            let caught_up = listening.wait_for(|open| *open == want);
+            if tokio::time::timeout_at(deadline, caught_up).await.is_err() {
+                tracing::warn!(bmc = %endpoint.name, want_open = want, "BMC listener did not follow its switch in time");
+                return false;
+            }
+        }
+        true
+    }
+
     /// Whether the BMC at `at` serves now (admin view).
     pub(crate) fn reachable_now(&self, at: ComponentRef, rack: &Rack) -> bool {
         self.reachable(at, &rack.components[at.component])
@@ -401,6 +424,6 @@ impl World {
             *lock(cell) = Rack::new(self.rack_name_at(r).to_owned(), &self.config, now);
         }
         tracing::info!("simulator reset to its initial state");
-        self.poke();
+        self.refresh();
     }
 }
