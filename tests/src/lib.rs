@@ -265,6 +265,10 @@ pub struct NatsServer {
     port: u16,
     monitor_port: u16,
     dir: PathBuf,
+    /// `-js -sd <store>` (a config of [`ServerConfig::Extra`]).
+    js_args: bool,
+    /// Extra environment of the process.
+    env: Vec<(String, String)>,
 }
 
 impl NatsServer {
@@ -351,7 +355,6 @@ impl NatsServer {
     ) -> Result<Self, StartError> {
         let config = dir.join("nats.conf");
         let store = dir.join("store");
-        let log = dir.join("nats.log");
         let (text, env) = match source {
             ServerConfig::Extra(extra) => (
                 format!("jetstream {{\n  sync_interval: always\n}}\n{extra}\n"),
@@ -364,36 +367,26 @@ impl NatsServer {
         let ports =
             free_ports(2).map_err(|e| StartError::fatal(format!("finding free ports: {e}")))?;
         let (port, monitor_port) = (ports[0], ports[1]);
-        let log_file = File::create(&log)
-            .map_err(|e| StartError::fatal(format!("creating {}: {e}", log.display())))?;
-        let log_file_err = log_file
-            .try_clone()
-            .map_err(|e| StartError::fatal(format!("cloning log handle: {e}")))?;
-
-        let mut command = Command::new(binary);
-        command
-            .arg("-c")
-            .arg(&config)
-            .args(["-n", &name, "-a", "127.0.0.1"])
-            .args(["-p", &port.to_string(), "-m", &monitor_port.to_string()])
-            .envs(env.iter().copied());
-        if let ServerConfig::Extra(_) = source {
-            command.arg("-js").arg("-sd").arg(&store);
-        }
-        let child = command
-            .stdin(Stdio::null())
-            .stdout(log_file)
-            .stderr(log_file_err)
-            .spawn()
-            .map_err(|e| StartError::fatal(format!("spawning {}: {e}", binary.display())))?;
-
         // From here on, Drop kills the child and removes the directory.
         let mut server = Self {
-            child,
+            child: Self::spawn(
+                binary,
+                &name,
+                dir,
+                port,
+                monitor_port,
+                matches!(source, ServerConfig::Extra(_)),
+                env.iter().copied(),
+            )?,
             name,
             port,
             monitor_port,
             dir: dir.to_path_buf(),
+            js_args: matches!(source, ServerConfig::Extra(_)),
+            env: env
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
         };
         let mut exited = None;
         let healthy = wait_until(NATS_START_TIMEOUT, Duration::from_millis(25), || {
@@ -421,6 +414,95 @@ impl NatsServer {
             message: format!("{reason}; server log:\n{log}"),
             retry,
         })
+    }
+
+    /// Starts the process for a server whose directory holds `nats.conf`;
+    /// its output goes to `nats.log` (appended, so a restart keeps the log).
+    fn spawn<K: AsRef<std::ffi::OsStr>, V: AsRef<std::ffi::OsStr>>(
+        binary: &Path,
+        name: &str,
+        dir: &Path,
+        port: u16,
+        monitor_port: u16,
+        js_args: bool,
+        env: impl IntoIterator<Item = (K, V)>,
+    ) -> Result<Child, StartError> {
+        let log = dir.join("nats.log");
+        let log_file = File::options()
+            .create(true)
+            .append(true)
+            .open(&log)
+            .map_err(|e| StartError::fatal(format!("opening {}: {e}", log.display())))?;
+        let log_file_err = log_file
+            .try_clone()
+            .map_err(|e| StartError::fatal(format!("cloning log handle: {e}")))?;
+        let mut command = Command::new(binary);
+        command
+            .arg("-c")
+            .arg(dir.join("nats.conf"))
+            .args(["-n", name, "-a", "127.0.0.1"])
+            .args(["-p", &port.to_string(), "-m", &monitor_port.to_string()])
+            .envs(env);
+        if js_args {
+            command.arg("-js").arg("-sd").arg(dir.join("store"));
+        }
+        command
+            .stdin(Stdio::null())
+            .stdout(log_file)
+            .stderr(log_file_err)
+            .spawn()
+            .map_err(|e| StartError::fatal(format!("spawning {}: {e}", binary.display())))
+    }
+
+    /// Kills the server as a crash would (SIGKILL) and starts it again on
+    /// the same ports, config and store, so clients reconnect to the same
+    /// URL and find what JetStream had written to disk. Returns once it
+    /// answers `/healthz` (at most [`NATS_START_TIMEOUT`]).
+    ///
+    /// # Panics
+    ///
+    /// If the server cannot be started again or does not become healthy; the
+    /// message includes the server's log.
+    pub fn restart(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let binary = nats_server_binary();
+        // The ports were ours a moment ago; another process taking one in
+        // between is unlikely, and a failure says so with the log.
+        let deadline = Instant::now() + NATS_START_TIMEOUT;
+        loop {
+            let child = Self::spawn(
+                &binary,
+                &self.name,
+                &self.dir,
+                self.port,
+                self.monitor_port,
+                self.js_args,
+                self.env.iter().map(|(k, v)| (k, v)),
+            )
+            .unwrap_or_else(|e| panic!("restarting nats-server: {}", e.message));
+            self.child = child;
+            let port = self.monitor_port;
+            let mut exited = false;
+            let healthy = wait_until(NATS_START_TIMEOUT, Duration::from_millis(25), || {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    exited = true;
+                    return true;
+                }
+                matches!(http_get(port, "/healthz"), Ok((200, _)))
+            });
+            match (exited, healthy) {
+                (false, Ok(_)) => return,
+                // Exited at once: most likely its port is not released yet.
+                (true, _) if Instant::now() < deadline => {
+                    thread::sleep(Duration::from_millis(100));
+                }
+                _ => panic!(
+                    "nats-server did not come back after a restart; log:\n{}",
+                    self.log()
+                ),
+            }
+        }
     }
 
     /// Makes sure the monitoring port answering is this server's (not another

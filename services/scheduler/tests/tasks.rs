@@ -23,7 +23,7 @@ struct Env {
     client: async_nats::Client,
     sim: Option<Simulator>,
     _db: TestDb,
-    _nats: NatsServer,
+    nats: NatsServer,
 }
 
 fn registry(sim: &Simulator) -> ManagerRegistry {
@@ -80,7 +80,7 @@ impl Env {
             client,
             sim: Some(sim),
             _db: db,
-            _nats: nats,
+            nats,
         };
         let rack = serde_json::to_value(&env.sim().inventory()[0]).unwrap();
         env.ok("rack.create", json!({"rack": rack})).await;
@@ -420,15 +420,7 @@ async fn a_failing_step_fails_the_task_and_no_later_stage_starts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cancellation_terminates_a_running_task_at_an_action_boundary() {
     let env = Env::new(InitialPower::On).await;
-    env.ok(
-        "rule.create",
-        json!({"name": "slow", "operation_type": "power_control", "operation": "power_off",
-        "is_default": true, "definition": {"steps": [
-            {"component_type": "compute", "stage": 1,
-             "pre_operation": [{"name": "Sleep", "parameters": {"duration": "30s"}}],
-             "main_operation": {"name": "PowerControl"}}]}}),
-    )
-    .await;
+    slow_power_off(&env).await;
     let task = env.submit("req-slow", "power_off", json!({})).await["task_id"]
         .as_str()
         .unwrap()
@@ -440,6 +432,60 @@ async fn cancellation_terminates_a_running_task_at_an_action_boundary() {
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "terminated", "{t:#}");
     // The power command after the Sleep was never sent.
+    assert!(env.power().await.iter().all(|(_, p)| p == "On"));
+    env.stop().await;
+}
+
+/// A slow power-off as the default: a 30 s Sleep, then the command.
+async fn slow_power_off(env: &Env) {
+    env.ok(
+        "rule.create",
+        json!({"name": "slow", "operation_type": "power_control", "operation": "power_off",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "pre_operation": [{"name": "Sleep", "parameters": {"duration": "30s"}}],
+             "main_operation": {"name": "PowerControl"}}]}}),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cancel_after_a_nats_restart_still_stops_the_worker() {
+    let mut env = Env::new(InitialPower::On).await;
+    slow_power_off(&env).await;
+    // The server dies and comes back on the same store: every client
+    // reconnects, and the worker must still be watching for cancel marks.
+    tokio::task::block_in_place(|| env.nats.restart());
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let submit =
+        json!({"request_id": "req-after-restart", "racks": ["rack-01"], "operation": "power_off"});
+    let task = loop {
+        // Until the scheduler's API answers again (its client reconnects).
+        let reply = tokio::time::timeout(
+            Duration::from_secs(2),
+            env.client.request(
+                api_subject("task.submit"),
+                serde_json::to_vec(&submit).unwrap().into(),
+            ),
+        )
+        .await;
+        if let Ok(Ok(reply)) = reply {
+            let reply: Value = decode_reply(&reply.payload).expect("submitted");
+            break reply["results"][0]["task_id"].as_str().unwrap().to_owned();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the API never came back: {reply:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    env.until_first_step_runs(&task).await;
+    let reply = env.ok("task.cancel", json!({"id": task})).await;
+    assert_eq!(reply["cancelling"], true);
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "terminated", "{t:#}");
+    // The worker saw the mark: the power command after the Sleep was never
+    // sent.
     assert!(env.power().await.iter().all(|(_, p)| p == "On"));
     env.stop().await;
 }

@@ -71,6 +71,11 @@ pub fn progress_every(ack_wait: Duration) -> Duration {
 /// How long a refused job waits before another try when FLOW_PARKED did
 /// not acknowledge its copy (as the scheduler's `PARK_RETRY_DELAY`).
 pub const PARK_RETRY_DELAY: Duration = Duration::from_secs(5);
+/// First pause before watching cancel marks again after the watch failed
+/// (doubling up to [`CANCEL_WATCH_RETRY_MAX`]).
+const CANCEL_WATCH_RETRY_MIN: Duration = Duration::from_millis(250);
+/// Longest pause between attempts to watch cancel marks again.
+const CANCEL_WATCH_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// Worker settings.
 #[derive(Debug, Clone)]
@@ -274,22 +279,47 @@ async fn wait_for_consumer(
     }
 }
 
+/// Keeps the set of cancelled tasks from the `cancel.<task>` marks in the
+/// job-state bucket, for as long as the worker runs: a watch that fails or
+/// ends (the server restarted) is started again, and as it replays every
+/// mark no cancel is missed. A worker that stopped watching would run a
+/// cancelled task's power commands.
 async fn watch_cancels(kv: kv::Store, cancelled: Arc<Mutex<HashSet<TaskId>>>) {
-    let Ok(mut watch) = kv.watch_with_history("cancel.>").await else {
-        tracing::warn!("cannot watch cancel marks");
-        return;
-    };
-    while let Some(Ok(entry)) = watch.next().await {
-        if let Some(id) = entry
-            .key
-            .strip_prefix("cancel.")
-            .and_then(|k| k.parse().ok())
-        {
-            cancelled
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(id);
+    let mut pause = CANCEL_WATCH_RETRY_MIN;
+    loop {
+        match kv.watch_with_history("cancel.>").await {
+            Ok(mut watch) => loop {
+                match watch.next().await {
+                    Some(Ok(entry)) => {
+                        pause = CANCEL_WATCH_RETRY_MIN;
+                        if let Some(id) = entry
+                            .key
+                            .strip_prefix("cancel.")
+                            .and_then(|k| k.parse().ok())
+                        {
+                            cancelled
+                                .lock()
+                                .unwrap_or_else(|e| e.into_inner())
+                                .insert(id);
+                        }
+                    }
+                    Some(Err(error)) => {
+                        tracing::warn!(error = %error, "cancel-mark watch failed; watching again");
+                        break;
+                    }
+                    None => {
+                        tracing::warn!("cancel-mark watch ended; watching again");
+                        break;
+                    }
+                }
+            },
+            Err(error) => {
+                tracing::warn!(error = %error, "cannot watch cancel marks; retrying");
+            }
         }
+        // Watching again replays every mark (with history): none is missed.
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(CANCEL_WATCH_RETRY_MAX);
     }
 }
 
