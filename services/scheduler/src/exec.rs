@@ -517,17 +517,27 @@ impl Executor {
     }
 }
 
-/// Pulls messages of type `T` from a durable consumer until `stop`, one at
-/// a time, reading each with `decode`; `handle` acknowledges. A message that
-/// does not decode (or speaks another schema) is parked on FLOW_PARKED with
-/// the reason: never retried forever, never lost, never a crash.
 /// Where [`consume`] pulls from and how many messages it handles at once.
+#[derive(Clone, Copy)]
 struct Source {
     stream: &'static str,
     consumer: &'static str,
     concurrency: usize,
 }
 
+/// First pause before [`consume`] pulls again after its consumer failed
+/// (doubling up to [`CONSUME_RETRY_MAX`]).
+const CONSUME_RETRY_MIN: Duration = Duration::from_millis(250);
+/// Longest pause between attempts to pull again.
+const CONSUME_RETRY_MAX: Duration = Duration::from_secs(5);
+
+/// Pulls messages of type `T` from a durable consumer until `stop`, reading
+/// each with `decode`; `handle` acknowledges. A message that does not decode
+/// (or speaks another schema) is parked on FLOW_PARKED with the reason:
+/// never retried forever, never lost, never a crash. If the consumer cannot
+/// be found or its message stream ends (NATS restarting), it is looked up
+/// and pulled again after a pause: a scheduler whose result consumer stopped
+/// would leave every running task stuck.
 async fn consume<T, D, F, Fut>(
     js: &jetstream::Context,
     metrics: &SchedulerMetrics,
@@ -536,6 +546,59 @@ async fn consume<T, D, F, Fut>(
     decode: D,
     mut handle: F,
 ) -> Result<(), async_nats::Error>
+where
+    D: Fn(&[u8]) -> Result<T, DecodeError>,
+    F: FnMut(T, jetstream::Message) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let mut pause = CONSUME_RETRY_MIN;
+    loop {
+        match consume_once(js, metrics, source, &stop, &decode, &mut handle).await {
+            Ok(Pulled::Stopped) => return Ok(()),
+            Ok(Pulled::Ended { handled }) => {
+                if handled {
+                    pause = CONSUME_RETRY_MIN;
+                }
+                tracing::warn!(
+                    stream = source.stream,
+                    consumer = source.consumer,
+                    "message stream ended; pulling again"
+                );
+            }
+            Err(error) => tracing::warn!(
+                stream = source.stream,
+                consumer = source.consumer,
+                error = %error,
+                "cannot pull; trying again"
+            ),
+        }
+        tokio::select! {
+            _ = stop.notified() => return Ok(()),
+            () = tokio::time::sleep(pause) => {}
+        }
+        pause = (pause * 2).min(CONSUME_RETRY_MAX);
+    }
+}
+
+/// How one [`consume_once`] ended.
+enum Pulled {
+    /// `stop` was signalled.
+    Stopped,
+    /// The message stream ended; `handled`: whether it yielded anything.
+    Ended { handled: bool },
+}
+
+/// One pull stream on the consumer, up to `source.concurrency` messages
+/// handled at once (each handler is its own transaction; the database
+/// orders what must be ordered). Waits for the handlers it started.
+async fn consume_once<T, D, F, Fut>(
+    js: &jetstream::Context,
+    metrics: &SchedulerMetrics,
+    source: Source,
+    stop: &Notify,
+    decode: &D,
+    handle: &mut F,
+) -> Result<Pulled, async_nats::Error>
 where
     D: Fn(&[u8]) -> Result<T, DecodeError>,
     F: FnMut(T, jetstream::Message) -> Fut,
@@ -552,22 +615,21 @@ where
         .get_consumer(consumer_name)
         .await?;
     let mut messages = consumer.messages().await?;
-    // Up to `concurrency` messages are handled at once (each handler is
-    // its own transaction; the database orders what must be ordered).
     let mut in_flight = futures::stream::FuturesUnordered::new();
-    loop {
+    let mut handled = false;
+    let outcome = loop {
         if in_flight.len() >= concurrency.max(1) {
             in_flight.next().await;
             continue;
         }
         let message = tokio::select! {
-            _ = stop.notified() => break,
+            _ = stop.notified() => break Pulled::Stopped,
             Some(()) = in_flight.next(), if !in_flight.is_empty() => continue,
             // Cancel-safe: a message not yet yielded stays with the consumer.
             m = messages.next() => m,
         };
         let Some(message) = message else {
-            break;
+            break Pulled::Ended { handled };
         };
         let message = match message {
             Ok(m) => m,
@@ -576,6 +638,7 @@ where
                 continue;
             }
         };
+        handled = true;
         match decode(&message.payload) {
             Ok(value) => in_flight.push(handle(value, message)),
             Err(error) => {
@@ -584,10 +647,10 @@ where
                 }
             }
         }
-    }
+    };
     // Finish what was started: each handler acks or hands back its message.
     while in_flight.next().await.is_some() {}
-    Ok(())
+    Ok(outcome)
 }
 
 /// Keeps a refused message: republishes its payload (cut to fit
