@@ -33,6 +33,12 @@ pub const DEFAULT_MAX_CONCURRENT_PER_BMC: usize = 4;
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// TCP/TLS connect limit.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// A kept-alive connection to a BMC is closed after this long unused. Long
+/// enough to span a step's verification polls (5 s apart in the built-in
+/// rules), short enough that a worker does not keep a connection open to
+/// every BMC it talked to in the last 90 s (the client's default): BMCs
+/// accept few connections, and a site has thousands of them.
+pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(20);
 
 /// How the Redfish managers talk to BMCs.
 #[derive(Debug, Clone)]
@@ -69,6 +75,8 @@ impl RedfishSettings {
             .use_rustls_tls()
             .timeout(self.request_timeout)
             .connect_timeout(self.connect_timeout)
+            .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
+            .pool_max_idle_per_host(self.max_concurrent_per_bmc.max(1))
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(concat!("flow/", env!("CARGO_PKG_VERSION")));
         if let Some(ca) = &self.ca_file {
