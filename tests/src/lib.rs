@@ -455,17 +455,35 @@ impl NatsServer {
     }
 
     /// Kills the server as a crash would (SIGKILL) and starts it again on
-    /// the same ports, config and store, so clients reconnect to the same
-    /// URL and find what JetStream had written to disk. Returns once it
-    /// answers `/healthz` (at most [`NATS_START_TIMEOUT`]).
+    /// the same ports, config and store ([`NatsServer::kill`], then
+    /// [`NatsServer::start_again`]).
+    ///
+    /// # Panics
+    ///
+    /// As [`NatsServer::start_again`].
+    pub fn restart(&mut self) {
+        self.kill();
+        self.start_again();
+    }
+
+    /// Kills the server as a crash would (SIGKILL) and waits for it to exit;
+    /// its store stays. Clients see the connection drop and try to
+    /// reconnect.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts the server again (after [`NatsServer::kill`]) on the same
+    /// ports, config and store, so clients reconnect to the same URL and find
+    /// what JetStream had written to disk. Returns once it answers
+    /// `/healthz` (at most [`NATS_START_TIMEOUT`]).
     ///
     /// # Panics
     ///
     /// If the server cannot be started again or does not become healthy; the
     /// message includes the server's log.
-    pub fn restart(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+    pub fn start_again(&mut self) {
         let binary = nats_server_binary();
         // The ports were ours a moment ago; another process taking one in
         // between is unlikely, and a failure says so with the log.

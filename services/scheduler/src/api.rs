@@ -322,9 +322,8 @@ pub async fn handle(store: &Store, executor: &Executor, name: &str, body: &[u8])
             run(body, |r: TaskById| async move {
                 let cancelling = store.cancel_task(r.id).await.map_err(store_error)?;
                 if cancelling {
-                    executor.mark_cancelled(r.id).await.map_err(|e| {
-                        ApiError::new(ErrorCode::Unavailable, format!("cancel mark not set: {e}"))
-                    })?;
+                    // The mark is committed on the outbox: publish it now.
+                    executor.poke();
                 }
                 Ok(TaskCancelReply { cancelling })
             })

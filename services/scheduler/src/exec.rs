@@ -15,10 +15,10 @@ use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{
     BUCKET_JOB_STATE, CONSUMER_SCHEDULER, CONSUMER_SUBMIT, ComponentTarget, PARKED_MAX_AGE,
     ParkOrigin, ResultMessage, STREAM_EVENTS, STREAM_JOBS, STREAM_PARKED, STREAM_RESULTS,
-    STREAM_TASKS, SUBJECT_SUBMIT, cancel_key,
+    STREAM_TASKS, SUBJECT_SUBMIT,
 };
 use flow_rules::{ComponentType, RuleDefinition};
-use flow_store::tasks::{Applied, NewStep, NewTask, Submitted};
+use flow_store::tasks::{NewStep, NewTask, Submitted};
 use flow_store::{Store, StoreError};
 use futures::StreamExt;
 use tokio::sync::Notify;
@@ -279,15 +279,10 @@ impl Executor {
         self.store.create_task(&task).await.map_err(store_api_error)
     }
 
-    /// Sets the cancel mark of a task (workers stop its steps at the next
-    /// action boundary).
-    pub async fn mark_cancelled(
-        &self,
-        task: flow_protocol::TaskId,
-    ) -> Result<(), async_nats::Error> {
-        let kv = self.js.get_key_value(BUCKET_JOB_STATE).await?;
-        kv.put(cancel_key(task), "cancelled".into()).await?;
-        Ok(())
+    /// Wakes the outbox publisher (new rows were committed, e.g. a cancel
+    /// mark).
+    pub fn poke(&self) {
+        self.poke.notify_one();
     }
 
     /// Applies one result in a `result` span naming its task, rack, stage,
@@ -349,11 +344,6 @@ impl Executor {
             }
             self.metrics.result(&applied, timing.as_ref());
             tracing::info!(applied = ?applied, "result applied");
-            if let Applied::Finished { cancel: true, .. } = applied
-                && let Err(error) = self.mark_cancelled(result.id.task).await
-            {
-                tracing::warn!(error = %error, "cancel mark not set");
-            }
             let _ = message.ack().await;
         }
         .instrument(span)
@@ -435,11 +425,12 @@ impl Executor {
                     self.metrics
                         .deadline_failures
                         .inc_by(u64::try_from(failed.len()).unwrap_or(u64::MAX));
-                    for task in failed {
+                    for task in &failed {
                         tracing::warn!(task_id = %task, "step past its deadline: task failed");
-                        if let Err(error) = self.mark_cancelled(task).await {
-                            tracing::warn!(task_id = %task, error = %error, "cancel mark not set");
-                        }
+                    }
+                    if !failed.is_empty() {
+                        // Their cancel marks are on the outbox.
+                        self.poke.notify_one();
                     }
                 }
                 Err(error) => tracing::warn!(error = %error, "deadline sweep failed"),

@@ -490,6 +490,117 @@ async fn a_cancel_after_a_nats_restart_still_stops_the_worker() {
     env.stop().await;
 }
 
+/// How long the NATS outage of the deadline test lasts.
+const OUTAGE: Duration = Duration::from_secs(8);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_step_failed_past_its_deadline_while_nats_is_down_is_still_stopped() {
+    let mut env = Env::new(InitialPower::On).await;
+    env.ok(
+        "rule.create",
+        json!({"name": "slower", "operation_type": "power_control", "operation": "power_off",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "pre_operation": [{"name": "Sleep", "parameters": {"duration": "60s"}}],
+             "main_operation": {"name": "PowerControl"}}]}}),
+    )
+    .await;
+    let task = env.submit("req-overdue", "power_off", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    env.until_first_step_runs(&task).await;
+    // NATS goes away; meanwhile the step passes its deadline (moved into
+    // the past, as if its budget had run out) and the scheduler's sweeper
+    // fails it and its task. The cancel mark cannot reach NATS now.
+    tokio::task::block_in_place(|| env.nats.kill());
+    let db = sqlx::PgPool::connect(env._db.url()).await.unwrap();
+    sqlx::query(
+        "UPDATE task_steps SET deadline = now() - interval '1 second' WHERE task_id = $1::uuid",
+    )
+    .bind(&task)
+    .execute(&db)
+    .await
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let status: String = sqlx::query_scalar("SELECT status FROM tasks WHERE id = $1::uuid")
+            .bind(&task)
+            .fetch_one(&db)
+            .await
+            .unwrap();
+        if status == "failed" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sweeper never failed the task: {status}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The outage itself lasts longer than a JetStream request may wait
+    // (5 s): a publish buffered by the client while disconnected has failed
+    // by the time the server is back.
+    tokio::time::sleep(OUTAGE).await;
+    tokio::task::block_in_place(|| env.nats.start_again());
+    // The worker acknowledges the job only when it stops (the mark reached
+    // it) or after its 60 s Sleep and the power commands: wait for the
+    // jobs consumer to hold nothing, well before the Sleep could end.
+    let js = async_nats::jetstream::new(env.client.clone());
+    let deadline = Instant::now() + Duration::from_secs(40);
+    loop {
+        let idle = match js.get_stream(flow_protocol::jobs::STREAM_JOBS).await {
+            Ok(stream) => match stream
+                .get_consumer::<async_nats::jetstream::consumer::pull::Config>(
+                    flow_protocol::jobs::CONSUMER_WORKERS,
+                )
+                .await
+            {
+                Ok(mut consumer) => match consumer.info().await {
+                    Ok(info) => info.num_pending == 0 && info.num_ack_pending == 0,
+                    Err(_) => false,
+                },
+                Err(_) => false,
+            },
+            Err(_) => false,
+        };
+        if idle {
+            break;
+        }
+        if Instant::now() >= deadline {
+            let outbox: Vec<(String, Option<String>)> =
+                sqlx::query_as("SELECT subject, published_at::text FROM outbox ORDER BY id")
+                    .fetch_all(&db)
+                    .await
+                    .unwrap();
+            let info = js
+                .get_stream(flow_protocol::jobs::STREAM_JOBS)
+                .await
+                .unwrap()
+                .get_consumer::<async_nats::jetstream::consumer::pull::Config>(
+                    flow_protocol::jobs::CONSUMER_WORKERS,
+                )
+                .await
+                .unwrap()
+                .info()
+                .await
+                .unwrap()
+                .clone();
+            panic!(
+                "the worker never stopped the failed task's step; outbox {outbox:?}; consumer {info:?}"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(
+        env.commands().iter().all(|(_, n)| *n == 0),
+        "commands were sent for a failed task: {:?}",
+        env.commands()
+    );
+    assert!(env.power().await.iter().all(|(_, p)| p == "On"));
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn requests_on_the_stream_are_deduplicated_answered_and_malformed_ones_parked() {
     let env = Env::new(InitialPower::On).await;

@@ -238,6 +238,13 @@ pub fn cancel_key(task: TaskId) -> String {
     format!("cancel.{task}")
 }
 
+/// The subject a put of a task's cancel mark is published on (a KV put is
+/// a publish on `$KV.<bucket>.<key>`): the scheduler sets marks through its
+/// outbox, in the transaction that ends or cancels the task.
+pub fn cancel_mark_subject(task: TaskId) -> String {
+    format!("$KV.{BUCKET_JOB_STATE}.{}", cancel_key(task))
+}
+
 /// Identifies one delivery generation of one step of one task:
 /// `<task>.<step_index>.<generation>` (also the `Nats-Msg-Id` stem and the
 /// checkpoint key).

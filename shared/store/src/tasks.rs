@@ -123,6 +123,20 @@ async fn event(
     Ok(())
 }
 
+/// Queues the task's cancel mark (`cancel.<task>` in the job-state bucket,
+/// which workers watch) in the same transaction as the change that makes
+/// it necessary: the outbox publishes it until the server has it, so a
+/// cancel survives a NATS outage instead of being lost with a failed put.
+async fn cancel_mark(conn: &mut PgConnection, task: TaskId) -> Result<(), StoreError> {
+    sqlx::query("INSERT INTO outbox (subject, msg_id, payload) VALUES ($1, $2, $3)")
+        .bind(flow_protocol::jobs::cancel_mark_subject(task))
+        .bind(format!("cancel/{task}"))
+        .bind(json!({"schema": 1, "task_id": task, "at_ms": now_ms()}))
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
 async fn lock_rack(conn: &mut PgConnection, rack: RackId) -> Result<(), StoreError> {
     sqlx::query("SELECT pg_advisory_xact_lock(hashtext('flow.rack/' || $1::text))")
         .bind(rack.as_uuid())
@@ -323,7 +337,11 @@ async fn finish_one(
         )
         .await?;
     }
-    Ok(n > 0 && cancelled > 0)
+    let cancel = n > 0 && cancelled > 0;
+    if cancel {
+        cancel_mark(conn, task).await?;
+    }
+    Ok(cancel)
 }
 
 impl Store {
@@ -527,8 +545,9 @@ impl Store {
         Ok(applied)
     }
 
-    /// Fails every running step past its deadline, and its task. Returns the
-    /// tasks whose other steps must be cancelled.
+    /// Fails every running step past its deadline, and its task, and queues
+    /// the task's cancel mark (the step may still be running on a worker).
+    /// Returns the tasks failed.
     pub async fn fail_overdue_steps(&self) -> Result<Vec<TaskId>, StoreError> {
         let overdue: Vec<(Uuid, i32, i64)> = sqlx::query_as(
             "SELECT task_id, step_index, budget_ms FROM task_steps WHERE status = 'running' AND deadline < now()",
@@ -560,7 +579,11 @@ impl Store {
             .await?
             .rows_affected();
             if n > 0 && locked.as_deref() == Some("running") {
-                finish_task(&mut tx, TaskId(task), "failed", &message).await?;
+                // The overdue step itself may still be running on a worker:
+                // it is told to stop along with its siblings.
+                if !finish_task(&mut tx, TaskId(task), "failed", &message).await? {
+                    cancel_mark(&mut tx, TaskId(task)).await?;
+                }
                 failed.push(TaskId(task));
             }
             tx.commit().await?;
@@ -568,17 +591,23 @@ impl Store {
         Ok(failed)
     }
 
-    /// Whether a task can still be cancelled (it is pending or running). The
-    /// scheduler then sets the task's cancel mark; its steps stop at their
-    /// next action boundary and report `cancelled`, which terminates it.
+    /// Whether a task can still be cancelled (it is pending or running): if
+    /// so its cancel mark is queued on the outbox (workers stop its steps at
+    /// their next action boundary and report `cancelled`, which terminates
+    /// it). A waiting task is terminated at once.
     pub async fn cancel_task(&self, task: TaskId) -> Result<bool, StoreError> {
-        let status: Option<String> = sqlx::query_scalar("SELECT status FROM tasks WHERE id = $1")
-            .bind(task.as_uuid())
-            .fetch_optional(self.pool())
-            .await?;
-        match status.as_deref() {
-            None => Err(StoreError::NotFound(format!("task {task} not found"))),
-            Some("running" | "pending") => Ok(true),
+        let mut tx = self.pool().begin().await?;
+        let status: Option<String> =
+            sqlx::query_scalar("SELECT status FROM tasks WHERE id = $1 FOR UPDATE")
+                .bind(task.as_uuid())
+                .fetch_optional(&mut *tx)
+                .await?;
+        let cancelling = match status.as_deref() {
+            None => return Err(StoreError::NotFound(format!("task {task} not found"))),
+            Some("running" | "pending") => {
+                cancel_mark(&mut tx, task).await?;
+                true
+            }
             Some("waiting") => {
                 // Never started: terminated at once, nothing to stop.
                 sqlx::query(
@@ -586,12 +615,14 @@ impl Store {
                      finished_at = now(), updated_at = now() WHERE id = $1 AND status = 'waiting'",
                 )
                 .bind(task.as_uuid())
-                .execute(self.pool())
+                .execute(&mut *tx)
                 .await?;
-                Ok(false)
+                false
             }
-            Some(_) => Ok(false),
-        }
+            Some(_) => false,
+        };
+        tx.commit().await?;
+        Ok(cancelling)
     }
 
     /// Expires queued tasks past their time and promotes waiting tasks of
