@@ -601,6 +601,82 @@ async fn a_step_failed_past_its_deadline_while_nats_is_down_is_still_stopped() {
     env.stop().await;
 }
 
+/// Points the job-state bucket's stream at `subjects` (checkpoint puts
+/// fail while `job.>` is not among them; cancel marks still work).
+async fn job_state_subjects(client: &async_nats::Client, subjects: &[&str]) {
+    let js = async_nats::jetstream::new(client.clone());
+    let stream = format!("KV_{}", flow_protocol::jobs::BUCKET_JOB_STATE);
+    let mut config = js
+        .get_stream(&stream)
+        .await
+        .unwrap()
+        .info()
+        .await
+        .unwrap()
+        .config
+        .clone();
+    config.subjects = subjects.iter().map(|s| (*s).to_owned()).collect();
+    js.update_stream(config).await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_checkpoint_that_cannot_be_saved_does_not_repeat_commands() {
+    let env = Env::new(InitialPower::On).await;
+    env.ok(
+        "rule.create",
+        json!({"name": "settle", "operation_type": "power_control", "operation": "power_off",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "main_operation": {"name": "PowerControl"},
+             "post_operation": [{"name": "Sleep", "parameters": {"duration": "3s"}}]}]}}),
+    )
+    .await;
+    // The trays accept the command and stay on, so a repeat of the step
+    // would send it again (it is not "already in state").
+    reqwest::Client::new()
+        .post(format!("{}/admin/v1/faults", env.sim().admin_url()))
+        .json(&json!({"target": "rack-01/compute-*", "kind": {"stuck_power": {"state": "On"}}}))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+    // Checkpoints cannot be written (their subjects are no stream's) while
+    // the step sends its commands and starts its durable 3 s wait.
+    let bucket = flow_protocol::jobs::BUCKET_JOB_STATE;
+    job_state_subjects(&env.client, &[&format!("$KV.{bucket}.cancel.>")]).await;
+    let task = env.submit("req-unsaved", "power_off", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !env
+        .commands()
+        .iter()
+        .filter(|(n, _)| n.starts_with("compute"))
+        .all(|(_, c)| *c > 0)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the commands were never sent: {:?}",
+            env.commands()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The outage of the checkpoint store outlasts the wait: a worker that
+    // handed the job back now would have it redelivered without a saved
+    // checkpoint and send every command again.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    job_state_subjects(&env.client, &[&format!("$KV.{bucket}.>")]).await;
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    for (name, commands) in env.commands() {
+        let expected = usize::from(name.starts_with("compute"));
+        assert_eq!(commands, expected, "{name} was commanded {commands} times");
+    }
+    env.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn requests_on_the_stream_are_deduplicated_answered_and_malformed_ones_parked() {
     let env = Env::new(InitialPower::On).await;

@@ -41,6 +41,9 @@ pub const INLINE_WAIT: Duration = Duration::from_secs(1);
 /// (cheaply: load the checkpoint, see the time has not come), so a cancel
 /// mark is seen within this bound even in the middle of a long Sleep.
 pub const MAX_NAK_DELAY: Duration = Duration::from_secs(5);
+/// How often a worker whose checkpoint could not be saved tries again
+/// while it waits in-process instead of handing the job back.
+const UNSAVED_RETRY: Duration = Duration::from_secs(1);
 
 /// Lifetime of one fetch (pull request): the longest a stopping worker
 /// keeps receiving (and handing back) jobs, and how often an idle worker
@@ -540,17 +543,24 @@ impl Worker<'_> {
             let progress = advance(&job.job, &mut cp, registry, &clock, &is_cancelled).await;
             drop(ticker);
             report_progress(&js, &job, &cp, &mut last_report).await;
-            if let Ok(bytes) = serde_json::to_vec(&cp) {
-                match kv.put(&key, bytes.into()).await {
+            let saved = match serde_json::to_vec(&cp) {
+                Ok(bytes) => match kv.put(&key, bytes.into()).await {
                     Ok(_) => {
                         metrics.checkpoints_written.inc();
+                        true
                     }
                     Err(error) => {
                         metrics.checkpoint_errors.inc();
                         tracing::warn!(error = %error, "checkpoint not saved");
+                        false
                     }
+                },
+                Err(error) => {
+                    metrics.checkpoint_errors.inc();
+                    tracing::error!(error = %error, "checkpoint not encodable");
+                    false
                 }
-            }
+            };
             let outcome = match progress {
                 Progress::WaitUntil(at) => {
                     let delay = Duration::from_millis(at.saturating_sub(clock.now_ms()));
@@ -561,6 +571,15 @@ impl Worker<'_> {
                     }
                     if delay <= INLINE_WAIT {
                         tokio::time::sleep(delay).await;
+                        continue;
+                    }
+                    if !saved {
+                        // Handing the job back now would let its next
+                        // delivery start from an older checkpoint and repeat
+                        // every call made since: keep it, wait here (alive),
+                        // and save again before handing it back.
+                        let _ = message.ack_with(AckKind::Progress).await;
+                        tokio::time::sleep(delay.min(UNSAVED_RETRY)).await;
                         continue;
                     }
                     let delay = delay.min(MAX_NAK_DELAY);
