@@ -601,13 +601,16 @@ async fn a_step_failed_past_its_deadline_while_nats_is_down_is_still_stopped() {
     env.stop().await;
 }
 
-/// Points the job-state bucket's stream at `subjects` (checkpoint puts
-/// fail while `job.>` is not among them; cancel marks still work).
-async fn job_state_subjects(client: &async_nats::Client, subjects: &[&str]) {
+/// Points a stream at `subjects` (publishes on others fail: no stream
+/// takes them) and returns the subjects it had.
+async fn set_subjects(
+    client: &async_nats::Client,
+    stream: &str,
+    subjects: &[String],
+) -> Vec<String> {
     let js = async_nats::jetstream::new(client.clone());
-    let stream = format!("KV_{}", flow_protocol::jobs::BUCKET_JOB_STATE);
     let mut config = js
-        .get_stream(&stream)
+        .get_stream(stream)
         .await
         .unwrap()
         .info()
@@ -615,24 +618,27 @@ async fn job_state_subjects(client: &async_nats::Client, subjects: &[&str]) {
         .unwrap()
         .config
         .clone();
-    config.subjects = subjects.iter().map(|s| (*s).to_owned()).collect();
+    let before = std::mem::replace(&mut config.subjects, subjects.to_vec());
     js.update_stream(config).await.unwrap();
+    before
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_checkpoint_that_cannot_be_saved_does_not_repeat_commands() {
-    let env = Env::new(InitialPower::On).await;
-    env.ok(
-        "rule.create",
-        json!({"name": "settle", "operation_type": "power_control", "operation": "power_off",
-        "is_default": true, "definition": {"steps": [
-            {"component_type": "compute", "stage": 1,
-             "main_operation": {"name": "PowerControl"},
-             "post_operation": [{"name": "Sleep", "parameters": {"duration": "3s"}}]}]}}),
-    )
-    .await;
-    // The trays accept the command and stay on, so a repeat of the step
-    // would send it again (it is not "already in state").
+/// The job-state bucket's stream.
+fn job_state_stream() -> String {
+    format!("KV_{}", flow_protocol::jobs::BUCKET_JOB_STATE)
+}
+
+/// Only cancel marks can be written to the job-state bucket.
+fn cancel_marks_only() -> Vec<String> {
+    vec![format!(
+        "$KV.{}.cancel.>",
+        flow_protocol::jobs::BUCKET_JOB_STATE
+    )]
+}
+
+/// Makes the simulator's compute trays accept power commands and stay on,
+/// so a repeated step sends its command again (not "already in state").
+async fn trays_stay_on(env: &Env) {
     reqwest::Client::new()
         .post(format!("{}/admin/v1/faults", env.sim().admin_url()))
         .json(&json!({"target": "rack-01/compute-*", "kind": {"stuck_power": {"state": "On"}}}))
@@ -641,14 +647,10 @@ async fn a_checkpoint_that_cannot_be_saved_does_not_repeat_commands() {
         .unwrap()
         .error_for_status()
         .unwrap();
-    // Checkpoints cannot be written (their subjects are no stream's) while
-    // the step sends its commands and starts its durable 3 s wait.
-    let bucket = flow_protocol::jobs::BUCKET_JOB_STATE;
-    job_state_subjects(&env.client, &[&format!("$KV.{bucket}.cancel.>")]).await;
-    let task = env.submit("req-unsaved", "power_off", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+}
+
+/// Waits (bounded) until every compute tray was commanded.
+async fn until_trays_commanded(env: &Env) {
     let deadline = Instant::now() + Duration::from_secs(20);
     while !env
         .commands()
@@ -663,17 +665,83 @@ async fn a_checkpoint_that_cannot_be_saved_does_not_repeat_commands() {
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    // The outage of the checkpoint store outlasts the wait: a worker that
-    // handed the job back now would have it redelivered without a saved
-    // checkpoint and send every command again.
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    job_state_subjects(&env.client, &[&format!("$KV.{bucket}.>")]).await;
-    let t = env.finish(&task).await;
-    assert_eq!(t["status"], "completed", "{t:#}");
+}
+
+/// Every compute tray commanded exactly once, nothing else commanded.
+fn assert_trays_commanded_once(env: &Env) {
     for (name, commands) in env.commands() {
         let expected = usize::from(name.starts_with("compute"));
         assert_eq!(commands, expected, "{name} was commanded {commands} times");
     }
+}
+
+/// How long the checkpoint store (and the results stream) refuse writes in
+/// the tests below: longer than the waits and retry delays that would
+/// otherwise hand a job back.
+const WRITES_REFUSED: Duration = Duration::from_secs(5);
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_checkpoint_that_cannot_be_saved_does_not_repeat_commands() {
+    let env = Env::new(InitialPower::On).await;
+    env.ok(
+        "rule.create",
+        json!({"name": "settle", "operation_type": "power_control", "operation": "power_off",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "main_operation": {"name": "PowerControl"},
+             "post_operation": [{"name": "Sleep", "parameters": {"duration": "3s"}}]}]}}),
+    )
+    .await;
+    trays_stay_on(&env).await;
+    // Checkpoints cannot be written while the step sends its commands and
+    // starts its durable 3 s wait, nor for a while after: a worker that
+    // handed the job back would have it redelivered without a saved
+    // checkpoint and send every command again.
+    let kv = set_subjects(&env.client, &job_state_stream(), &cancel_marks_only()).await;
+    let task = env.submit("req-unsaved", "power_off", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    until_trays_commanded(&env).await;
+    tokio::time::sleep(WRITES_REFUSED).await;
+    set_subjects(&env.client, &job_state_stream(), &kv).await;
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    assert_trays_commanded_once(&env);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_result_that_cannot_be_published_with_no_checkpoint_does_not_repeat_commands() {
+    let env = Env::new(InitialPower::On).await;
+    env.ok(
+        "rule.create",
+        json!({"name": "one-shot", "operation_type": "power_control", "operation": "power_off",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}]}}),
+    )
+    .await;
+    trays_stay_on(&env).await;
+    // Neither the step's checkpoint nor its result can be written: a worker
+    // that handed the job back would have it redelivered and run again.
+    let kv = set_subjects(&env.client, &job_state_stream(), &cancel_marks_only()).await;
+    let results = set_subjects(
+        &env.client,
+        flow_protocol::jobs::STREAM_RESULTS,
+        &["flow.refused.results".to_owned()],
+    )
+    .await;
+    let task = env.submit("req-unpublished", "power_off", json!({})).await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    until_trays_commanded(&env).await;
+    tokio::time::sleep(WRITES_REFUSED).await;
+    set_subjects(&env.client, flow_protocol::jobs::STREAM_RESULTS, &results).await;
+    set_subjects(&env.client, &job_state_stream(), &kv).await;
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    assert_trays_commanded_once(&env);
     env.stop().await;
 }
 

@@ -623,27 +623,28 @@ impl Worker<'_> {
                 started_ms,
                 finished_ms: clock.now_ms(),
             };
-            let publish = match serde_json::to_vec(&result) {
-                Ok(body) => {
-                    js.send_publish(
-                        result_subject(task),
-                        jetstream::message::PublishMessage::build()
-                            .payload(body.into())
-                            .message_id(format!("result/{}", job.id)),
-                    )
-                    .await
-                }
+            let body = match serde_json::to_vec(&result) {
+                Ok(body) => body,
                 Err(error) => {
                     tracing::error!(error = %error, "result not encodable");
                     return;
                 }
             };
-            let acked = match publish {
-                Ok(ack) => ack.await.is_ok(),
-                Err(_) => false,
-            };
-            match acked {
-                true => {
+            let mut saved = saved;
+            loop {
+                let publish = js
+                    .send_publish(
+                        result_subject(task),
+                        jetstream::message::PublishMessage::build()
+                            .payload(body.clone().into())
+                            .message_id(format!("result/{}", job.id)),
+                    )
+                    .await;
+                let acked = match publish {
+                    Ok(ack) => ack.await.is_ok(),
+                    Err(_) => false,
+                };
+                if acked {
                     tracing::info!(outcome = ?result.outcome, calls = result.calls, "step finished");
                     let outcome = match result.outcome {
                         StepOutcome::Completed => "completed",
@@ -656,18 +657,28 @@ impl Worker<'_> {
                         .inc();
                     let _ = message.ack().await;
                     let _ = kv.delete(&key).await;
+                    return;
                 }
-                false => {
+                if saved {
                     // Not acknowledged by JetStream: redeliver the job; the
-                    // checkpoint makes the retry cheap and the msg id dedups.
+                    // saved checkpoint makes the retry cheap (no call is
+                    // repeated) and the msg id dedups.
                     tracing::warn!("result not published; job will be redelivered");
                     metrics.nak("retry");
                     let _ = message
                         .ack_with(AckKind::Nak(Some(Duration::from_secs(1))))
                         .await;
+                    return;
+                }
+                // Neither the result nor the checkpoint reached NATS: a
+                // redelivery would run the step again. Keep it and retry.
+                tracing::warn!("result and checkpoint not saved; retrying here");
+                let _ = message.ack_with(AckKind::Progress).await;
+                tokio::time::sleep(UNSAVED_RETRY).await;
+                if let Ok(bytes) = serde_json::to_vec(&cp) {
+                    saved = kv.put(&key, bytes.into()).await.is_ok();
                 }
             }
-            return;
         }
     }
 }
