@@ -680,30 +680,36 @@ fn assert_trays_commanded_once(env: &Env) {
 /// otherwise hand a job back.
 const WRITES_REFUSED: Duration = Duration::from_secs(5);
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_checkpoint_that_cannot_be_saved_does_not_repeat_commands() {
+/// Runs a power-off whose one compute step is `step` while writes to the
+/// checkpoint bucket (and to FLOW_RESULTS if `results_too`) are refused for
+/// [`WRITES_REFUSED`] from before the job starts, on trays that accept the
+/// command and stay on; then checks the task completed with every tray
+/// commanded exactly once.
+async fn power_off_with_writes_refused(step: Value, results_too: bool) {
     let env = Env::new(InitialPower::On).await;
     env.ok(
         "rule.create",
-        json!({"name": "settle", "operation_type": "power_control", "operation": "power_off",
-        "is_default": true, "definition": {"steps": [
-            {"component_type": "compute", "stage": 1,
-             "main_operation": {"name": "PowerControl"},
-             "post_operation": [{"name": "Sleep", "parameters": {"duration": "3s"}}]}]}}),
+        json!({"name": "refused", "operation_type": "power_control", "operation": "power_off",
+               "is_default": true, "definition": {"steps": [step]}}),
     )
     .await;
     trays_stay_on(&env).await;
-    // Checkpoints cannot be written while the step sends its commands and
-    // starts its durable 3 s wait, nor for a while after: a worker that
-    // handed the job back would have it redelivered without a saved
-    // checkpoint and send every command again.
     let kv = set_subjects(&env.client, &job_state_stream(), &cancel_marks_only()).await;
-    let task = env.submit("req-unsaved", "power_off", json!({})).await["task_id"]
+    let results = if results_too {
+        let refused = ["flow.refused.results".to_owned()];
+        Some(set_subjects(&env.client, flow_protocol::jobs::STREAM_RESULTS, &refused).await)
+    } else {
+        None
+    };
+    let task = env.submit("req-refused", "power_off", json!({})).await["task_id"]
         .as_str()
         .unwrap()
         .to_owned();
     until_trays_commanded(&env).await;
     tokio::time::sleep(WRITES_REFUSED).await;
+    if let Some(results) = results {
+        set_subjects(&env.client, flow_protocol::jobs::STREAM_RESULTS, &results).await;
+    }
     set_subjects(&env.client, &job_state_stream(), &kv).await;
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "completed", "{t:#}");
@@ -712,37 +718,28 @@ async fn a_checkpoint_that_cannot_be_saved_does_not_repeat_commands() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_result_that_cannot_be_published_with_no_checkpoint_does_not_repeat_commands() {
-    let env = Env::new(InitialPower::On).await;
-    env.ok(
-        "rule.create",
-        json!({"name": "one-shot", "operation_type": "power_control", "operation": "power_off",
-        "is_default": true, "definition": {"steps": [
-            {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}]}}),
+async fn a_checkpoint_that_cannot_be_saved_does_not_repeat_commands() {
+    // The step sends its commands and starts a durable 3 s wait while its
+    // checkpoint cannot be saved: a worker that handed the job back would
+    // have it redelivered without a checkpoint and send every command again.
+    power_off_with_writes_refused(
+        json!({"component_type": "compute", "stage": 1,
+               "main_operation": {"name": "PowerControl"},
+               "post_operation": [{"name": "Sleep", "parameters": {"duration": "3s"}}]}),
+        false,
     )
     .await;
-    trays_stay_on(&env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_result_that_cannot_be_published_with_no_checkpoint_does_not_repeat_commands() {
     // Neither the step's checkpoint nor its result can be written: a worker
     // that handed the job back would have it redelivered and run again.
-    let kv = set_subjects(&env.client, &job_state_stream(), &cancel_marks_only()).await;
-    let results = set_subjects(
-        &env.client,
-        flow_protocol::jobs::STREAM_RESULTS,
-        &["flow.refused.results".to_owned()],
+    power_off_with_writes_refused(
+        json!({"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}),
+        true,
     )
     .await;
-    let task = env.submit("req-unpublished", "power_off", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    until_trays_commanded(&env).await;
-    tokio::time::sleep(WRITES_REFUSED).await;
-    set_subjects(&env.client, flow_protocol::jobs::STREAM_RESULTS, &results).await;
-    set_subjects(&env.client, &job_state_stream(), &kv).await;
-    let t = env.finish(&task).await;
-    assert_eq!(t["status"], "completed", "{t:#}");
-    assert_trays_commanded_once(&env);
-    env.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
