@@ -49,6 +49,10 @@ const UNSAVED_RETRY: Duration = Duration::from_secs(1);
 /// keeps receiving (and handing back) jobs, and how often an idle worker
 /// asks again.
 pub const PULL_EXPIRES: Duration = Duration::from_secs(2);
+/// How long past [`PULL_EXPIRES`] a worker waits for the server to end a
+/// fetch before it fetches again (the pull request died with a server
+/// restart; the client alone would wait 5 s more).
+const PULL_GRACE: Duration = Duration::from_millis(500);
 
 /// How often a worker tells JetStream it is still working on a job, at
 /// most (well inside the consumer's default 30 s ack wait). A shorter ack
@@ -191,19 +195,29 @@ pub async fn run_with_metrics(
                 continue;
             }
         };
+        // The server ends a fetch at PULL_EXPIRES; if it went away, the
+        // request went with it and the client would wait 5 s more: this
+        // worker gives up on the fetch a little after PULL_EXPIRES instead.
+        let fetch_ends = tokio::time::Instant::now() + PULL_EXPIRES + PULL_GRACE;
         let mut stop_seen = false;
         loop {
+            // Cancel-safe: an unyielded message stays in the batch, and a
+            // message already received is returned before the deadline is
+            // looked at.
             let next = if stop_seen {
-                batch.next().await
+                tokio::time::timeout_at(fetch_ends, batch.next()).await
             } else {
                 tokio::select! {
                     _ = stop.notified() => {
                         stop_seen = true;
                         continue;
                     }
-                    // Cancel-safe: an unyielded message stays in the batch.
-                    m = batch.next() => m,
+                    m = tokio::time::timeout_at(fetch_ends, batch.next()) => m,
                 }
+            };
+            let Ok(next) = next else {
+                tracing::debug!("fetch not ended by the server in time; fetching again");
+                break;
             };
             let Some(message) = next else { break };
             let message = match message {
