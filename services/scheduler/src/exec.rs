@@ -9,13 +9,14 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, stream};
 use flow_engine::plan;
 use flow_hardware::required_capabilities;
+use flow_jetstream::park;
 use flow_protocol::api::{ApiError, ErrorCode, RackOutcome, TaskSubmit, TaskSubmitReply};
 use flow_protocol::decode::DecodeError;
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{
     BUCKET_JOB_STATE, CONSUMER_SCHEDULER, CONSUMER_SUBMIT, ComponentTarget, PARKED_MAX_AGE,
-    ParkOrigin, ResultMessage, STREAM_EVENTS, STREAM_JOBS, STREAM_PARKED, STREAM_RESULTS,
-    STREAM_TASKS, SUBJECT_SUBMIT,
+    ResultMessage, STREAM_EVENTS, STREAM_JOBS, STREAM_PARKED, STREAM_RESULTS, STREAM_TASKS,
+    SUBJECT_SUBMIT,
 };
 use flow_rules::{ComponentType, RuleDefinition};
 use flow_store::tasks::{NewStep, NewTask, Submitted};
@@ -38,11 +39,6 @@ pub const RESULTS_IN_FLIGHT: usize = 16;
 /// How long a worker may hold a job without a progress ack before
 /// JetStream redelivers it (workers send progress while working).
 pub const JOB_ACK_WAIT: Duration = Duration::from_secs(30);
-
-/// How long a refused message waits before another try when FLOW_PARKED
-/// did not acknowledge its copy (a stream leader election, a full disk):
-/// long enough not to spin, short enough to drain soon after.
-pub const PARK_RETRY_DELAY: Duration = Duration::from_secs(5);
 
 /// A durable pull consumer that never gives up on a message (naks with a
 /// delay count as deliveries; deadlines, not delivery counts, end work).
@@ -642,82 +638,6 @@ where
     // Finish what was started: each handler acks or hands back its message.
     while in_flight.next().await.is_some() {}
     Ok(outcome)
-}
-
-/// Keeps a refused message: republishes its payload (cut to fit
-/// `max_payload` only if the headers leave no room) on
-/// `flow.parked.<stream>` with headers naming its origin, the reason and the
-/// time, and terminates the original only once FLOW_PARKED acknowledged the
-/// copy (true); otherwise hands it back after [`PARK_RETRY_DELAY`] (false).
-/// A redelivered message parked before is dropped by the copy's
-/// `Nats-Msg-Id`.
-pub async fn park(
-    js: &jetstream::Context,
-    stream: &str,
-    message: &jetstream::Message,
-    reason: &str,
-) -> bool {
-    let sequence = message.info().map(|i| i.stream_sequence).unwrap_or(0);
-    let msg_id = message
-        .headers
-        .as_ref()
-        .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID))
-        .map(|v| v.as_str());
-    let origin = ParkOrigin {
-        stream,
-        subject: message.subject.as_str(),
-        sequence,
-        msg_id,
-    };
-    let parked = flow_protocol::jobs::park(
-        &origin,
-        reason,
-        std::time::SystemTime::now(),
-        message.payload.len(),
-        js.client().max_payload(),
-    );
-    let mut headers = async_nats::HeaderMap::new();
-    for (name, value) in &parked.headers {
-        headers.insert(*name, value.as_str());
-    }
-    let mut copy = jetstream::message::PublishMessage::build()
-        .payload(message.payload.slice(..parked.keep))
-        .headers(headers);
-    if let Some(id) = &parked.msg_id {
-        copy = copy.message_id(id.as_str());
-    }
-    let acked = match js.send_publish(parked.subject.clone(), copy).await {
-        Ok(ack) => ack.await.map(drop).map_err(async_nats::Error::from),
-        Err(error) => Err(error.into()),
-    };
-    match acked {
-        Ok(()) => {
-            tracing::error!(
-                stream,
-                subject = %message.subject,
-                sequence,
-                reason,
-                parked_on = %parked.subject,
-                "malformed message parked"
-            );
-            let _ = message.ack_with(jetstream::AckKind::Term).await;
-            true
-        }
-        Err(error) => {
-            tracing::warn!(
-                stream,
-                subject = %message.subject,
-                sequence,
-                reason,
-                error = %error,
-                "refused message not parked yet; handed back"
-            );
-            let _ = message
-                .ack_with(jetstream::AckKind::Nak(Some(PARK_RETRY_DELAY)))
-                .await;
-            false
-        }
-    }
 }
 
 /// A request id as a subject token (no dots, spaces or wildcards).

@@ -22,10 +22,11 @@ use async_nats::jetstream::{self, AckKind, consumer, kv};
 use flow_engine::checkpoint::ComponentStatus;
 use flow_engine::{Checkpoint, Clock, Progress, SystemClock, advance};
 use flow_hardware::ManagerRegistry;
+use flow_jetstream::park;
 use flow_protocol::TaskId;
 use flow_protocol::jobs::{
-    BUCKET_JOB_STATE, CONSUMER_WORKERS, ComponentResult, JobMessage, ParkOrigin, ResultMessage,
-    STREAM_JOBS, StepOutcome, result_subject,
+    BUCKET_JOB_STATE, CONSUMER_WORKERS, ComponentResult, JobMessage, ResultMessage, STREAM_JOBS,
+    StepOutcome, result_subject,
 };
 use futures::StreamExt;
 use tokio::sync::{Notify, Semaphore};
@@ -75,9 +76,6 @@ pub fn progress_every(ack_wait: Duration) -> Duration {
     (ack_wait / 3).clamp(Duration::from_millis(100), PROGRESS_EVERY)
 }
 
-/// How long a refused job waits before another try when FLOW_PARKED did
-/// not acknowledge its copy (as the scheduler's `PARK_RETRY_DELAY`).
-pub const PARK_RETRY_DELAY: Duration = Duration::from_secs(5);
 /// First pause before watching cancel marks again after the watch failed
 /// (doubling up to [`CANCEL_WATCH_RETRY_MAX`]).
 const CANCEL_WATCH_RETRY_MIN: Duration = Duration::from_millis(250);
@@ -379,73 +377,6 @@ async fn report_progress(
     }
 }
 
-/// Keeps a refused job: republishes its payload on `flow.parked.flow_jobs`
-/// with headers naming its origin, the reason and the time, and terminates
-/// the original only once FLOW_PARKED acknowledged the copy (true);
-/// otherwise hands it back after [`PARK_RETRY_DELAY`] (false), so nothing is
-/// lost. The scheduler parks what its own consumers refuse the same way.
-async fn park(js: &jetstream::Context, message: &jetstream::Message, reason: &str) -> bool {
-    let sequence = message.info().map(|i| i.stream_sequence).unwrap_or(0);
-    let msg_id = message
-        .headers
-        .as_ref()
-        .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID))
-        .map(|v| v.as_str());
-    let origin = ParkOrigin {
-        stream: STREAM_JOBS,
-        subject: message.subject.as_str(),
-        sequence,
-        msg_id,
-    };
-    let parked = flow_protocol::jobs::park(
-        &origin,
-        reason,
-        std::time::SystemTime::now(),
-        message.payload.len(),
-        js.client().max_payload(),
-    );
-    let mut headers = async_nats::HeaderMap::new();
-    for (name, value) in &parked.headers {
-        headers.insert(*name, value.as_str());
-    }
-    let mut copy = jetstream::message::PublishMessage::build()
-        .payload(message.payload.slice(..parked.keep))
-        .headers(headers);
-    if let Some(id) = &parked.msg_id {
-        copy = copy.message_id(id.as_str());
-    }
-    let acked = match js.send_publish(parked.subject.clone(), copy).await {
-        Ok(ack) => ack.await.map(drop).map_err(async_nats::Error::from),
-        Err(error) => Err(error.into()),
-    };
-    match acked {
-        Ok(()) => {
-            tracing::error!(
-                stream = STREAM_JOBS,
-                subject = %message.subject,
-                sequence,
-                reason,
-                parked_on = %parked.subject,
-                "malformed job parked"
-            );
-            let _ = message.ack_with(AckKind::Term).await;
-            true
-        }
-        Err(error) => {
-            tracing::warn!(
-                stream = STREAM_JOBS,
-                subject = %message.subject,
-                sequence,
-                reason,
-                error = %error,
-                "refused job not parked yet; handed back"
-            );
-            let _ = message.ack_with(AckKind::Nak(Some(PARK_RETRY_DELAY))).await;
-            false
-        }
-    }
-}
-
 fn checkpoint_key(message: &JobMessage) -> String {
     format!("job.{}", message.id)
 }
@@ -474,7 +405,7 @@ impl Worker<'_> {
             Err(error) => {
                 // Malformed or another schema: kept on FLOW_PARKED with the
                 // reason, never a crash.
-                if park(&self.js, &message, &error.to_string()).await {
+                if park(&self.js, STREAM_JOBS, &message, &error.to_string()).await {
                     self.metrics.jobs_parked.inc();
                 }
                 return;
