@@ -420,7 +420,7 @@ async fn a_failing_step_fails_the_task_and_no_later_stage_starts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn cancellation_terminates_a_running_task_at_an_action_boundary() {
     let env = Env::new(InitialPower::On).await;
-    slow_power_off(&env).await;
+    slow_power_off(&env, "30s").await;
     let task = env.submit("req-slow", "power_off", json!({})).await["task_id"]
         .as_str()
         .unwrap()
@@ -436,14 +436,15 @@ async fn cancellation_terminates_a_running_task_at_an_action_boundary() {
     env.stop().await;
 }
 
-/// A slow power-off as the default: a 30 s Sleep, then the command.
-async fn slow_power_off(env: &Env) {
+/// A slow power-off as the default: a Sleep of `sleep` (e.g. `30s`), then
+/// the command.
+async fn slow_power_off(env: &Env, sleep: &str) {
     env.ok(
         "rule.create",
         json!({"name": "slow", "operation_type": "power_control", "operation": "power_off",
         "is_default": true, "definition": {"steps": [
             {"component_type": "compute", "stage": 1,
-             "pre_operation": [{"name": "Sleep", "parameters": {"duration": "30s"}}],
+             "pre_operation": [{"name": "Sleep", "parameters": {"duration": sleep}}],
              "main_operation": {"name": "PowerControl"}}]}}),
     )
     .await;
@@ -452,7 +453,7 @@ async fn slow_power_off(env: &Env) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_cancel_after_a_nats_restart_still_stops_the_worker() {
     let mut env = Env::new(InitialPower::On).await;
-    slow_power_off(&env).await;
+    slow_power_off(&env, "30s").await;
     // The server dies and comes back on the same store: every client
     // reconnects, and the worker must still be watching for cancel marks.
     tokio::task::block_in_place(|| env.nats.restart());
@@ -496,15 +497,7 @@ const OUTAGE: Duration = Duration::from_secs(8);
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_step_failed_past_its_deadline_while_nats_is_down_is_still_stopped() {
     let mut env = Env::new(InitialPower::On).await;
-    env.ok(
-        "rule.create",
-        json!({"name": "slower", "operation_type": "power_control", "operation": "power_off",
-        "is_default": true, "definition": {"steps": [
-            {"component_type": "compute", "stage": 1,
-             "pre_operation": [{"name": "Sleep", "parameters": {"duration": "60s"}}],
-             "main_operation": {"name": "PowerControl"}}]}}),
-    )
-    .await;
+    slow_power_off(&env, "60s").await;
     let task = env.submit("req-overdue", "power_off", json!({})).await["task_id"]
         .as_str()
         .unwrap()
