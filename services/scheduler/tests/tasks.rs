@@ -425,15 +425,20 @@ async fn cancellation_terminates_a_running_task_at_an_action_boundary() {
         .as_str()
         .unwrap()
         .to_owned();
-    // Wait until the step runs (its Sleep is a durable wait), then cancel.
-    env.until_first_step_runs(&task).await;
+    cancel_during_the_sleep(&env, &task).await;
+    env.stop().await;
+}
+
+/// Cancels a [`slow_power_off`] task once its step runs (its Sleep is a
+/// durable wait) and checks the task is terminated and the power command
+/// after the Sleep was never sent (the worker saw the cancel mark).
+async fn cancel_during_the_sleep(env: &Env, task: &str) {
+    env.until_first_step_runs(task).await;
     let reply = env.ok("task.cancel", json!({"id": task})).await;
     assert_eq!(reply["cancelling"], true);
-    let t = env.finish(&task).await;
+    let t = env.finish(task).await;
     assert_eq!(t["status"], "terminated", "{t:#}");
-    // The power command after the Sleep was never sent.
     assert!(env.power().await.iter().all(|(_, p)| p == "On"));
-    env.stop().await;
 }
 
 /// A slow power-off as the default: a Sleep of `sleep` (e.g. `30s`), then
@@ -480,14 +485,7 @@ async fn a_cancel_after_a_nats_restart_still_stops_the_worker() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    env.until_first_step_runs(&task).await;
-    let reply = env.ok("task.cancel", json!({"id": task})).await;
-    assert_eq!(reply["cancelling"], true);
-    let t = env.finish(&task).await;
-    assert_eq!(t["status"], "terminated", "{t:#}");
-    // The worker saw the mark: the power command after the Sleep was never
-    // sent.
-    assert!(env.power().await.iter().all(|(_, p)| p == "On"));
+    cancel_during_the_sleep(&env, &task).await;
     env.stop().await;
 }
 

@@ -78,13 +78,11 @@ pub enum Applied {
     Ignored,
     /// The step was recorded; the task goes on.
     Recorded,
-    /// The task reached a final status; `cancel` lists steps still running
-    /// that workers must stop.
+    /// The task reached a final status (steps still running were told to
+    /// stop through a cancel mark on the outbox).
     Finished {
         /// The final status.
         status: &'static str,
-        /// Whether other steps must be cancelled.
-        cancel: bool,
     },
 }
 
@@ -245,7 +243,8 @@ async fn start_next_stage(
 
 /// Finishes a task, cancels its open steps, and promotes the oldest task
 /// waiting for the same rack (expiring the ones whose time has passed).
-/// Returns whether running steps must be told to stop.
+/// Returns whether steps were still open (their cancel mark is then on the
+/// outbox).
 async fn finish_task(
     conn: &mut PgConnection,
     task: TaskId,
@@ -507,17 +506,13 @@ impl Store {
                     result.id.step_index,
                     error.unwrap_or_default()
                 );
-                let cancel = finish_task(&mut tx, task, "failed", &message).await?;
-                Applied::Finished {
-                    status: "failed",
-                    cancel,
-                }
+                finish_task(&mut tx, task, "failed", &message).await?;
+                Applied::Finished { status: "failed" }
             }
             StepOutcome::Cancelled => {
-                let cancel = finish_task(&mut tx, task, "terminated", "cancelled").await?;
+                finish_task(&mut tx, task, "terminated", "cancelled").await?;
                 Applied::Finished {
                     status: "terminated",
-                    cancel,
                 }
             }
             StepOutcome::Completed => {
@@ -536,7 +531,6 @@ impl Store {
                     finish_task(&mut tx, task, "completed", "").await?;
                     Applied::Finished {
                         status: "completed",
-                        cancel: false,
                     }
                 }
             }
