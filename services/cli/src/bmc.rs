@@ -4,11 +4,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use flow_config::Secret;
-use flow_hardware::redfish::{RedfishManager, RedfishSettings};
 use flow_hardware::{
-    ComponentManager, ComponentTarget, CredentialStore, FirmwareRequest, FirmwareStart,
-    FirmwareState, HardwareError,
+    ComponentManager, ComponentTarget, FirmwareRequest, FirmwareStart, FirmwareState, HardwareError,
 };
+use flow_redfish::{CredentialStore, RedfishManager, RedfishSettings};
 use flow_rules::{ComponentType, PowerOperation};
 use serde_json::json;
 
@@ -20,11 +19,7 @@ use crate::remote::Output;
 const CLI_REF: &str = "flow-bmc-cli";
 
 fn fail(error: &HardwareError, out: Output) -> Outcome {
-    let class = if error.is_transient() {
-        "transient"
-    } else {
-        "permanent"
-    };
+    let class = error.class().as_str();
     if out.json {
         println!(
             "{}",

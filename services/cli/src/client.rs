@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use flow_config::{InitialConnect, Settings, connect_nats};
+use flow_config::Settings;
+use flow_jetstream::{InitialConnect, connect_nats};
 use flow_protocol::api::{ApiError, decode_reply};
 use flow_protocol::subjects::api_subject;
 use serde::Serialize;

@@ -15,13 +15,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use async_nats::jetstream;
-use flow_config::{InitialConnect, NatsSettings, Secret, connect_nats};
-use flow_hardware::CredentialStore;
-use flow_hardware::redfish::RedfishSettings;
+use flow_config::{NatsSettings, Secret};
+use flow_jetstream::{InitialConnect, connect_nats};
 use flow_protocol::api::{ApiError, decode_reply};
 use flow_protocol::jobs::{STREAM_PARKED, STREAM_TASKS, SUBJECT_SUBMIT};
 use flow_protocol::subjects::api_subject;
 use flow_rack_sim::{InitialPower, SimConfig};
+use flow_redfish::CredentialStore;
+use flow_redfish::RedfishSettings;
 use flow_scheduler::Scheduler;
 use flow_store::Store;
 use flow_tests::{NatsServer, TestDb, wait_until, workspace_binary};
@@ -272,8 +273,7 @@ fn registry() -> flow_hardware::ManagerRegistry {
         flow_rack_sim::DEFAULT_USER,
         flow_rack_sim::DEFAULT_PASSWORD,
     ));
-    flow_hardware::redfish::registry(&RedfishSettings::default(), credentials, None)
-        .expect("registry")
+    flow_redfish::registry(&RedfishSettings::default(), credentials, None).expect("registry")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

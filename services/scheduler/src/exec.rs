@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, consumer, stream};
 use flow_engine::plan;
-use flow_hardware::required_capabilities;
 use flow_jetstream::park;
 use flow_protocol::api::{ApiError, ErrorCode, RackOutcome, TaskSubmit, TaskSubmitReply};
 use flow_protocol::decode::DecodeError;
@@ -653,44 +652,15 @@ fn sanitize(id: &str) -> String {
         .collect()
 }
 
-/// Refuses a rule whose actions need a capability the Redfish managers of a
-/// targeted type lack (and types with no manager at all).
+/// Refuses a rule whose actions need a capability the managers of a
+/// targeted type lack (and types with no manager at all), as the hardware
+/// contract declares them.
 fn check_capabilities(
     rule: &RuleDefinition,
     components: &[ComponentTarget],
 ) -> Result<(), ApiError> {
     let targeted: BTreeSet<ComponentType> = components.iter().map(|c| c.component_type).collect();
-    let declared = flow_hardware::redfish::capabilities(true);
-    let mut problems = Vec::new();
-    for (i, step) in rule.steps.iter().enumerate() {
-        if !targeted.contains(&step.component_type) {
-            continue;
-        }
-        if !flow_hardware::redfish::TYPES.contains(&step.component_type) {
-            problems.push(format!(
-                "steps[{i}]: no component manager is configured for {}",
-                step.component_type
-            ));
-            continue;
-        }
-        for action in step.actions() {
-            for cap in required_capabilities(action) {
-                if !declared.contains(cap) {
-                    problems.push(format!(
-                        "steps[{i}] ({}): the redfish manager for {} does not support {cap}",
-                        action.name(),
-                        step.component_type
-                    ));
-                }
-            }
-        }
-    }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(ApiError::invalid(
-            "the rule needs capabilities the managers lack",
-            problems,
-        ))
-    }
+    flow_hardware::catalog::check_rule(rule, &targeted).map_err(|problems| {
+        ApiError::invalid("the rule needs capabilities the managers lack", problems)
+    })
 }

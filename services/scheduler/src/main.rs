@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Parser;
-use flow_config::{InitialConnect, Secret, Settings, connect_nats};
+use flow_config::{Secret, Settings};
+use flow_jetstream::{InitialConnect, connect_nats};
 use flow_metrics::{MetricsListen, MetricsRegistry};
 use flow_scheduler::metrics::SchedulerMetrics;
 use flow_scheduler::{Scheduler, telemetry};

@@ -4,12 +4,13 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flow_hardware::lifecycle::LifecycleClient;
-use flow_hardware::redfish::RedfishSettings;
-use flow_hardware::{CredentialStore, ManagerRegistry};
+use flow_hardware::ManagerRegistry;
 use flow_protocol::api::decode_reply;
 use flow_protocol::subjects::api_subject;
 use flow_rack_sim::{InitialPower, SimConfig, Simulator};
+use flow_redfish::CredentialStore;
+use flow_redfish::RedfishSettings;
+use flow_redfish::lifecycle::LifecycleClient;
 use flow_scheduler::Scheduler;
 use flow_store::Store;
 use flow_tests::{NatsServer, TestDb};
@@ -35,7 +36,7 @@ fn registry(sim: &Simulator) -> ManagerRegistry {
         Arc::clone(&credentials),
         "sim-bmc",
     );
-    flow_hardware::redfish::registry(&settings, credentials, Some(lifecycle)).unwrap()
+    flow_redfish::registry(&settings, credentials, Some(lifecycle)).unwrap()
 }
 
 impl Env {

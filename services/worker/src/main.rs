@@ -5,11 +5,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
-use flow_config::{InitialConnect, Settings, connect_nats};
-use flow_hardware::CredentialStore;
-use flow_hardware::lifecycle::LifecycleClient;
-use flow_hardware::redfish::RedfishSettings;
+use flow_config::Settings;
+use flow_jetstream::{InitialConnect, connect_nats};
 use flow_metrics::{MetricsListen, MetricsRegistry};
+use flow_redfish::CredentialStore;
+use flow_redfish::RedfishSettings;
+use flow_redfish::lifecycle::LifecycleClient;
 use flow_worker::WorkerConfig;
 use flow_worker::metrics::WorkerMetrics;
 
@@ -79,7 +80,7 @@ async fn main() -> anyhow::Result<()> {
         )),
         None => None,
     };
-    let registry = flow_hardware::redfish::registry(&redfish, credentials, lifecycle)?;
+    let registry = flow_redfish::registry(&redfish, credentials, lifecycle)?;
     let mut metrics_registry = MetricsRegistry::new();
     let metrics = WorkerMetrics::register(&mut metrics_registry);
     let metrics_server = flow_metrics::start(

@@ -5,14 +5,12 @@
 //! message naming the setting. Secrets are held in [`Secret`], which never
 //! prints.
 
-mod nats;
 mod secret;
 
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-pub use nats::{InitialConnect, connect_nats};
 pub use secret::Secret;
 
 /// Where NATS is and how to authenticate.

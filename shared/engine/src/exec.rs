@@ -601,7 +601,7 @@ async fn one_call(
             poll_interval,
         } => {
             let deadline = after(started, *timeout);
-            let limit = limit.min(flow_hardware::lifecycle::LIFECYCLE_CALL_TIMEOUT);
+            let limit = limit.min(flow_rules::defaults::LIFECYCLE_CALL_TIMEOUT);
             match timed(limit, manager.decommission_status(target)).await {
                 Ok(DecommissionState::Decommissioned) => Call::Done("Decommissioned".to_owned()),
                 Ok(DecommissionState::Other(s)) => {

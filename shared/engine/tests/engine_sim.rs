@@ -13,14 +13,15 @@ use async_trait::async_trait;
 use flow_engine::{
     Checkpoint, Clock, FirmwareImage, Progress, StepJob, SystemClock, advance, plan,
 };
-use flow_hardware::lifecycle::LifecycleClient;
-use flow_hardware::redfish::{RedfishManager, RedfishSettings};
 use flow_hardware::{
-    ComponentManager, ComponentTarget, CredentialStore, DecommissionState, FirmwareJob,
-    FirmwareRequest, FirmwareStart, FirmwareStatus, HardwareError, ManagerDescriptor,
-    ManagerRegistry, PowerOutcome, PowerStatus,
+    ComponentManager, ComponentTarget, DecommissionState, FirmwareJob, FirmwareRequest,
+    FirmwareStart, FirmwareStatus, HardwareError, ManagerDescriptor, ManagerRegistry, PowerOutcome,
+    PowerStatus,
 };
 use flow_rack_sim::{InitialPower, SimConfig, Simulator};
+use flow_redfish::CredentialStore;
+use flow_redfish::lifecycle::LifecycleClient;
+use flow_redfish::{RedfishManager, RedfishSettings};
 use flow_rules::{ComponentType, OperationCode, PowerOperation, RuleDefinition};
 use serde_json::json;
 

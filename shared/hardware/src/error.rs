@@ -1,18 +1,41 @@
-//! Hardware errors, each classified as transient (a retry can help) or
-//! permanent (it cannot: spend no retries on it).
+//! Hardware errors, each of a class: transient (a retry can help),
+//! permanent (it cannot: spend no retries on it) or unsupported (the
+//! manager or the component cannot do it at all).
 
 use flow_rules::ComponentType;
 
 use crate::Capability;
 
-/// Whether a retry can help.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// Whether a retry can help, and why not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum ErrorClass {
     /// Connect errors, timeouts, 5xx, 429, 408, 409 (busy): retry.
     Transient,
-    /// Bad credentials, bad request, unsupported action, unknown resource:
-    /// fail at once.
+    /// Bad credentials, bad request, unknown resource, an operation the
+    /// component refuses or a state where it makes no sense: fail at once.
     Permanent,
+    /// The manager lacks the capability or no manager serves the type: fail
+    /// at once (a rule or configuration problem, not a hardware fault; a
+    /// component that refuses an operation, such as a power shelf asked to
+    /// restart, is permanent).
+    Unsupported,
+}
+
+impl ErrorClass {
+    /// `transient`, `permanent` or `unsupported`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorClass::Transient => "transient",
+            ErrorClass::Permanent => "permanent",
+            ErrorClass::Unsupported => "unsupported",
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorClass {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// What went wrong talking to hardware. `component` is the component's name
@@ -112,12 +135,20 @@ pub enum HardwareError {
 }
 
 impl HardwareError {
-    /// Transient or permanent.
+    /// Its class.
     pub fn class(&self) -> ErrorClass {
         match self {
             HardwareError::Unreachable { .. } => ErrorClass::Transient,
             HardwareError::Http { status, .. } => classify_status(*status),
-            _ => ErrorClass::Permanent,
+            HardwareError::Unsupported { .. } | HardwareError::NoManager { .. } => {
+                ErrorClass::Unsupported
+            }
+            HardwareError::OperationNotSupported { .. }
+            | HardwareError::InvalidState { .. }
+            | HardwareError::Tls { .. }
+            | HardwareError::Protocol { .. }
+            | HardwareError::MissingCredential { .. }
+            | HardwareError::Config(_) => ErrorClass::Permanent,
         }
     }
 

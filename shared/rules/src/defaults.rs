@@ -32,6 +32,11 @@ pub const FIRMWARE_POLL_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// step says. Seed, DecommissionControl: "a five-minute activity timeout".
 pub const DECOMMISSION_CONTROL_TIMEOUT: Duration = Duration::from_secs(5 * 60);
 
+/// How long one lifecycle-API call may take (each decommission status
+/// call is bounded at 30 s; the lifecycle API is described in
+/// `shared/redfish/src/lifecycle.rs`).
+pub const LIFECYCLE_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// `DecommissionControl` attempts, fixed by the executor. Seed,
 /// DecommissionControl: "and one attempt".
 pub const DECOMMISSION_CONTROL_ATTEMPTS: u32 = 1;

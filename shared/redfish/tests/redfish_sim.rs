@@ -7,14 +7,14 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flow_hardware::lifecycle::LifecycleClient;
-use flow_hardware::redfish::{RedfishManager, RedfishSettings};
 use flow_hardware::{
-    Capability, ComponentManager, ComponentTarget, CredentialStore, DecommissionState,
-    FirmwareRequest, FirmwareStart, FirmwareState, HardwareError, ManagerRegistry, PowerOutcome,
-    PowerStatus,
+    Capability, ComponentManager, ComponentTarget, DecommissionState, FirmwareRequest,
+    FirmwareStart, FirmwareState, HardwareError, ManagerRegistry, PowerOutcome, PowerStatus,
 };
 use flow_rack_sim::{InitialPower, SimConfig, Simulator};
+use flow_redfish::CredentialStore;
+use flow_redfish::lifecycle::LifecycleClient;
+use flow_redfish::{RedfishManager, RedfishSettings};
 use flow_rules::{ComponentType, PowerOperation};
 use serde_json::{Value, json};
 

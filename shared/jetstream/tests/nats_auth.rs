@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use async_nats::ConnectErrorKind;
-use flow_config::{InitialConnect, Settings, connect_nats};
+use flow_config::Settings;
+use flow_jetstream::{InitialConnect, connect_nats};
 use flow_tests::NatsServer;
 
 /// A directory of its own, removed on drop.

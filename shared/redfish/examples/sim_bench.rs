@@ -12,9 +12,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use flow_hardware::redfish::{RedfishManager, RedfishSettings};
-use flow_hardware::{ComponentManager, ComponentTarget, CredentialStore};
+use flow_hardware::{ComponentManager, ComponentTarget};
 use flow_rack_sim::{InitialPower, SimConfig};
+use flow_redfish::CredentialStore;
+use flow_redfish::{RedfishManager, RedfishSettings};
 use flow_rules::ComponentType;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {

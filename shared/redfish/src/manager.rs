@@ -1,13 +1,8 @@
-//! Redfish managers for compute trays, NVLink switch trays and power
+//! The Redfish manager for compute trays, NVLink switch trays and power
 //! shelves. `nv-redfish` reads the service root, discovers resources, sends
 //! resets and firmware updates and reads the firmware inventory; plain
 //! reqwest reads what nv-redfish does not expose (`@Redfish.AllowableValues`)
 //! and polls update tasks by URI (a worker resumes them from a checkpoint).
-
-mod conn;
-mod firmware;
-pub mod kind;
-mod power;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -17,14 +12,17 @@ use async_trait::async_trait;
 use flow_rules::{ComponentType, PowerOperation};
 use serde_json::Value;
 
-use crate::lifecycle::LifecycleClient;
-use crate::{
-    BmcCredential, Capability, ComponentManager, ComponentTarget, CredentialStore,
-    DecommissionState, FirmwareJob, FirmwareRequest, FirmwareStart, FirmwareStatus, HardwareError,
-    ManagerDescriptor, PowerOutcome, PowerStatus,
+use flow_hardware::catalog::{self, MANAGED_TYPES};
+use flow_hardware::{
+    Capability, ComponentManager, ComponentTarget, DecommissionState, FirmwareJob, FirmwareRequest,
+    FirmwareStart, FirmwareStatus, HardwareError, ManagerDescriptor, ManagerRegistry, PowerOutcome,
+    PowerStatus,
 };
-use conn::{BmcPool, Session};
-use kind::Kind;
+
+use crate::conn::{self, BmcPool, Session};
+use crate::kind::Kind;
+use crate::lifecycle::LifecycleClient;
+use crate::{BmcCredential, CredentialStore, firmware, power};
 
 /// Requests in flight per BMC when nothing says otherwise (BMCs are small
 /// controllers; the default).
@@ -99,41 +97,16 @@ impl RedfishSettings {
     }
 }
 
-/// What a Redfish manager declares: power and firmware, plus decommission
-/// when a lifecycle API is configured. The scheduler checks rules against
-/// this before a task starts.
-pub fn capabilities(with_lifecycle: bool) -> Vec<Capability> {
-    let mut list = vec![
-        Capability::PowerControl,
-        Capability::PowerStatus,
-        Capability::FirmwareControl,
-        Capability::FirmwareStatus,
-    ];
-    if with_lifecycle {
-        list.extend([
-            Capability::DecommissionControl,
-            Capability::DecommissionStatus,
-        ]);
-    }
-    list
-}
-
-/// The component types the Redfish managers serve.
-pub const TYPES: [ComponentType; 3] = [
-    ComponentType::Compute,
-    ComponentType::NVSwitch,
-    ComponentType::PowerShelf,
-];
-
-/// A registry with the Redfish manager of every type it serves ([`TYPES`]),
+/// A registry with the Redfish manager of every type the installation
+/// manages ([`MANAGED_TYPES`]),
 /// sharing one credential store and, when given, one lifecycle client.
 pub fn registry(
     settings: &RedfishSettings,
     credentials: Arc<CredentialStore>,
     lifecycle: Option<LifecycleClient>,
-) -> Result<crate::ManagerRegistry, HardwareError> {
-    let mut registry = crate::ManagerRegistry::new();
-    for t in TYPES {
+) -> Result<ManagerRegistry, HardwareError> {
+    let mut registry = ManagerRegistry::new();
+    for t in MANAGED_TYPES {
         registry.register(Arc::new(RedfishManager::new(
             t,
             settings,
@@ -164,11 +137,12 @@ impl RedfishManager {
         lifecycle: Option<LifecycleClient>,
     ) -> Result<Self, HardwareError> {
         let kind = Kind::of(component_type).ok_or(HardwareError::NoManager { component_type })?;
-        let capabilities = capabilities(lifecycle.is_some());
+        let capabilities = catalog::declared(component_type, lifecycle.is_some())
+            .ok_or(HardwareError::NoManager { component_type })?;
         Ok(RedfishManager {
             descriptor: ManagerDescriptor {
                 component_type,
-                name: "redfish",
+                name: catalog::MANAGER_NAME,
                 capabilities,
             },
             kind,
@@ -283,7 +257,11 @@ pub fn snippet(body: &str) -> String {
     }
 }
 
-fn transport_error(target: &ComponentTarget, url: &url::Url, e: &reqwest::Error) -> HardwareError {
+pub(crate) fn transport_error(
+    target: &ComponentTarget,
+    url: &url::Url,
+    e: &reqwest::Error,
+) -> HardwareError {
     match e.status() {
         Some(status) => HardwareError::Http {
             component: target.name.clone(),
@@ -323,7 +301,7 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Classifies an nv-redfish error.
-fn nv_error(
+pub(crate) fn nv_error(
     target: &ComponentTarget,
     action: &str,
     e: &nv_redfish::Error<conn::Bmc>,

@@ -14,15 +14,13 @@
 //! with a credential reference of the worker's configuration.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde::Deserialize;
 
-use crate::{ComponentTarget, CredentialStore, DecommissionState, HardwareError};
+use flow_hardware::{ComponentTarget, DecommissionState, HardwareError};
+use flow_rules::defaults::LIFECYCLE_CALL_TIMEOUT;
 
-/// How long one lifecycle call may take (reference `execution.md` §4.11:
-/// each status call is bounded at 30 s).
-pub const LIFECYCLE_CALL_TIMEOUT: Duration = Duration::from_secs(30);
+use crate::CredentialStore;
 
 /// Client of the lifecycle API.
 #[derive(Clone)]
@@ -94,13 +92,13 @@ impl LifecycleClient {
                 component: target.name.clone(),
                 action: action.to_owned(),
                 status,
-                message: crate::redfish::error_message(&text),
+                message: crate::error_message(&text),
             });
         }
         let body: StateBody = serde_json::from_str(&text).map_err(|e| HardwareError::Protocol {
             component: target.name.clone(),
             action: action.to_owned(),
-            detail: format!("{e}: {}", crate::redfish::snippet(&text)),
+            detail: format!("{e}: {}", crate::snippet(&text)),
         })?;
         Ok(DecommissionState::parse(&body.state))
     }

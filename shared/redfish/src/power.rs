@@ -4,9 +4,9 @@
 use flow_rules::PowerOperation;
 use serde_json::Value;
 
-use super::conn::Session;
-use super::kind::{Kind, PowerResource};
-use crate::{HardwareError, PowerOutcome, PowerStatus};
+use crate::conn::Session;
+use crate::kind::{Kind, PowerResource};
+use flow_hardware::{ComponentTarget, HardwareError, PowerOutcome, PowerStatus};
 
 /// A resource's power state and reset action, read raw.
 struct PowerView {
@@ -143,7 +143,7 @@ pub async fn control(
     }
     if reset.end_state_on().is_none()
         && state == "Off"
-        && reset != super::kind::ResetKind::PowerCycle
+        && reset != crate::kind::ResetKind::PowerCycle
     {
         return Err(HardwareError::InvalidState {
             component: target.name.clone(),
@@ -160,12 +160,12 @@ pub async fn control(
             let systems = root
                 .systems()
                 .await
-                .map_err(|e| super::nv_error(target, "list systems", &e))?
+                .map_err(|e| crate::manager::nv_error(target, "list systems", &e))?
                 .ok_or_else(|| missing(target, "Systems"))?;
             let members = systems
                 .members()
                 .await
-                .map_err(|e| super::nv_error(target, "read systems", &e))?;
+                .map_err(|e| crate::manager::nv_error(target, "read systems", &e))?;
             let system = members
                 .into_iter()
                 .find(|s| s.raw().odata_id.to_string() == v.odata_id)
@@ -176,12 +176,12 @@ pub async fn control(
             let chassis = root
                 .chassis()
                 .await
-                .map_err(|e| super::nv_error(target, "list chassis", &e))?
+                .map_err(|e| crate::manager::nv_error(target, "list chassis", &e))?
                 .ok_or_else(|| missing(target, "Chassis"))?;
             let members = chassis
                 .members()
                 .await
-                .map_err(|e| super::nv_error(target, "read chassis", &e))?;
+                .map_err(|e| crate::manager::nv_error(target, "read chassis", &e))?;
             let shelf = members
                 .into_iter()
                 .find(|c| c.raw().odata_id.to_string() == v.odata_id)
@@ -190,14 +190,14 @@ pub async fn control(
         }
     };
     // A reset may answer with a task; the state is verified by polling, not by the task.
-    let _response = result.map_err(|e| super::nv_error(target, &action, &e))?;
+    let _response = result.map_err(|e| crate::manager::nv_error(target, &action, &e))?;
     tracing::info!(reset = reset.as_str(), "power command sent");
     Ok(PowerOutcome::Issued {
         reset_type: reset.as_str().to_owned(),
     })
 }
 
-fn missing(target: &crate::ComponentTarget, what: &str) -> HardwareError {
+fn missing(target: &ComponentTarget, what: &str) -> HardwareError {
     HardwareError::Protocol {
         component: target.name.clone(),
         action: "find the power resource".to_owned(),

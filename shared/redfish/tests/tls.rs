@@ -4,11 +4,10 @@
 
 use std::sync::Arc;
 
-use flow_hardware::redfish::{RedfishManager, RedfishSettings};
-use flow_hardware::{
-    ComponentManager, ComponentTarget, CredentialStore, HardwareError, PowerStatus,
-};
+use flow_hardware::{ComponentManager, ComponentTarget, HardwareError, PowerStatus};
 use flow_rack_sim::{InitialPower, SimConfig, TlsPem};
+use flow_redfish::CredentialStore;
+use flow_redfish::{RedfishManager, RedfishSettings};
 use flow_rules::ComponentType;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -12,7 +12,9 @@ use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use url::Url;
 
-use crate::{BmcCredential, ComponentTarget, HardwareError};
+use flow_hardware::{ComponentTarget, HardwareError};
+
+use crate::BmcCredential;
 
 /// The nv-redfish transport Flow uses.
 pub type Bmc = HttpBmc<NvClient>;
@@ -112,7 +114,7 @@ impl Session<'_> {
         );
         let root = ServiceRoot::new(Arc::new(bmc))
             .await
-            .map_err(|e| super::nv_error(self.target, "read the service root", &e))?;
+            .map_err(|e| crate::manager::nv_error(self.target, "read the service root", &e))?;
         *cached = Some(root.clone());
         Ok(root)
     }
@@ -142,7 +144,7 @@ impl Session<'_> {
             )
             .send()
             .await
-            .map_err(|e| super::transport_error(self.target, &url, &e))?;
+            .map_err(|e| crate::manager::transport_error(self.target, &url, &e))?;
         let status = response.status().as_u16();
         let text = response.text().await.unwrap_or_default();
         if !(200..300).contains(&status) {
@@ -150,13 +152,13 @@ impl Session<'_> {
                 component: self.target.name.clone(),
                 action: action.to_owned(),
                 status,
-                message: super::error_message(&text),
+                message: crate::error_message(&text),
             });
         }
         serde_json::from_str(&text).map_err(|e| HardwareError::Protocol {
             component: self.target.name.clone(),
             action: action.to_owned(),
-            detail: format!("not JSON ({e}): {}", super::snippet(&text)),
+            detail: format!("not JSON ({e}): {}", crate::snippet(&text)),
         })
     }
 }

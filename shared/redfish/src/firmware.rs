@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::conn::Session;
-use super::kind::Kind;
-use crate::{
+use crate::conn::Session;
+use crate::kind::Kind;
+use flow_hardware::{
     FirmwareJob, FirmwareRequest, FirmwareStart, FirmwareState, FirmwareStatus, HardwareError,
 };
 
@@ -16,14 +16,14 @@ const INVENTORY: &str = "/redfish/v1/UpdateService/FirmwareInventory";
 /// The BMC's UpdateService, through nv-redfish.
 async fn update_service(
     session: &Session<'_>,
-) -> Result<nv_redfish::update_service::UpdateService<super::conn::Bmc>, HardwareError> {
+) -> Result<nv_redfish::update_service::UpdateService<crate::conn::Bmc>, HardwareError> {
     let target = session.target;
     session
         .root()
         .await?
         .update_service()
         .await
-        .map_err(|e| super::nv_error(target, "read the update service", &e))?
+        .map_err(|e| crate::manager::nv_error(target, "read the update service", &e))?
         .ok_or_else(|| HardwareError::OperationNotSupported {
             component: target.name.clone(),
             component_type: target.component_type,
@@ -39,7 +39,7 @@ async fn versions(session: &Session<'_>) -> Result<BTreeMap<String, String>, Har
     let items = service
         .firmware_inventories()
         .await
-        .map_err(|e| super::nv_error(target, "read the firmware inventory", &e))?
+        .map_err(|e| crate::manager::nv_error(target, "read the firmware inventory", &e))?
         .unwrap_or_default();
     Ok(items
         .iter()
@@ -97,7 +97,7 @@ pub async fn start(
             None,
         )
         .await
-        .map_err(|e| super::nv_error(target, "SimpleUpdate", &e))?;
+        .map_err(|e| crate::manager::nv_error(target, "SimpleUpdate", &e))?;
     let task = match response {
         nv_redfish::core::ModificationResponse::Task(t) => t
             .task

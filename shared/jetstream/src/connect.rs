@@ -1,6 +1,6 @@
 //! Connecting to NATS with the configured authentication and TLS.
 
-use crate::NatsSettings;
+use flow_config::NatsSettings;
 
 /// How a process treats a NATS server that is not up yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
