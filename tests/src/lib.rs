@@ -7,8 +7,11 @@
 //!   [`NATS_SERVER_ENV`] environment variable, and stops it on drop, so tests
 //!   running in parallel never share a server.
 //! * [`database_url`] returns the PostgreSQL URL named by [`DATABASE_URL_ENV`].
-//! * [`wait_until`] is the one way to wait for something: bounded, polling,
-//!   never a bare sleep in a test.
+//! * [`wait_until`] (and its async form [`eventually`]) is the one way to
+//!   wait for something: bounded, polling, never a bare sleep in a test.
+//!
+//! The whole stack (scheduler, workers, simulator on top of these) is
+//! `flow-testenv` (`tests/stack`).
 //!
 //! `scripts/test` provisions both services and exports both variables; run
 //! the tests through it, or export the variables it prints.
@@ -81,6 +84,39 @@ pub fn wait_until(
             });
         }
         thread::sleep(poll.min(deadline - now));
+    }
+}
+
+/// Awaits `probe` every `poll` until it yields `Some`, or `timeout` has
+/// passed: the async form of [`wait_until`], for conditions that need a
+/// request to read (a task's status, a stream's depth). The probe runs at
+/// least once, and once more at the deadline.
+///
+/// # Errors
+///
+/// [`WaitTimedOut`] if the probe never yielded a value in time.
+pub async fn eventually<T, F, Fut>(
+    timeout: Duration,
+    poll: Duration,
+    mut probe: F,
+) -> Result<T, WaitTimedOut>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let start = Instant::now();
+    let deadline = start + timeout;
+    loop {
+        if let Some(v) = probe().await {
+            return Ok(v);
+        }
+        let now = Instant::now();
+        if now >= deadline {
+            return Err(WaitTimedOut {
+                waited: start.elapsed(),
+            });
+        }
+        tokio::time::sleep(poll.min(deadline - now)).await;
     }
 }
 

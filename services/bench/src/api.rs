@@ -1,33 +1,36 @@
-//! The few `flow.api` calls the harness makes, with a bounded wait each.
+//! The few `flow.api` calls the harness makes, typed by their endpoints,
+//! with a bounded wait each.
 
 use std::time::Duration;
 
-use flow_protocol::api::{TaskSubmit, TaskSubmitReply, decode_reply, endpoint};
+use flow_protocol::api::{
+    Endpoint, RackCreate, RuleBatchCreate, RuleCreate, TaskById, TaskCountsRequest, TaskList,
+    TaskSubmit, TaskSubmitReply, decode_reply, endpoint,
+};
 use flow_protocol::subjects::api_subject;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use flow_protocol::task::{TaskCounts, TaskRecord, TaskSummary};
 use serde_json::{Value, json};
 
 /// How long one API call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// Calls `endpoint` with `body`; the reply's `result` or an error naming
-/// the endpoint.
-pub async fn call<B: Serialize, T: DeserializeOwned>(
+/// Calls endpoint `E`; the reply's `result` or an error naming the
+/// endpoint.
+pub async fn call<E: Endpoint>(
     nats: &async_nats::Client,
-    endpoint: &str,
-    body: &B,
-) -> anyhow::Result<T> {
-    let payload = serde_json::to_vec(body)?;
+    request: &E::Request,
+) -> anyhow::Result<E::Reply> {
+    let name = E::NAME;
+    let payload = serde_json::to_vec(request)?;
     let reply = tokio::time::timeout(
         CALL_TIMEOUT,
-        nats.request(api_subject(endpoint), payload.into()),
+        nats.request(api_subject(name), payload.into()),
     )
     .await
-    .map_err(|_| anyhow::anyhow!("flow.api.{endpoint}: no answer within {CALL_TIMEOUT:?}"))?
-    .map_err(|e| anyhow::anyhow!("flow.api.{endpoint}: {e}"))?;
+    .map_err(|_| anyhow::anyhow!("flow.api.{name}: no answer within {CALL_TIMEOUT:?}"))?
+    .map_err(|e| anyhow::anyhow!("flow.api.{name}: {e}"))?;
     decode_reply(&reply.payload)
-        .map_err(|e| anyhow::anyhow!("flow.api.{endpoint}: {e}; {}", e.details.join("; ")))
+        .map_err(|e| anyhow::anyhow!("flow.api.{name}: {e}; {}", e.details.join("; ")))
 }
 
 /// Loads a rule batch (YAML) as the defaults of its operations.
@@ -38,10 +41,12 @@ pub async fn load_rules(nats: &async_nats::Client, yaml: &str) -> anyhow::Result
         "version": "v1",
         "rules": batch.rules.iter().map(flow_rules::RuleSpec::to_json_value).collect::<Vec<_>>(),
     });
-    let _: Value = call(
+    call::<endpoint::RuleBatchCreate>(
         nats,
-        endpoint::RULE_BATCH_CREATE,
-        &json!({"batch": doc, "overwrite": true}),
+        &RuleBatchCreate {
+            batch: doc,
+            overwrite: true,
+        },
     )
     .await?;
     Ok(())
@@ -52,7 +57,7 @@ pub async fn create_rack(
     nats: &async_nats::Client,
     rack: &flow_protocol::rack::RackSpec,
 ) -> anyhow::Result<()> {
-    let _: Value = call(nats, endpoint::RACK_CREATE, &json!({ "rack": rack })).await?;
+    call::<endpoint::RackCreate>(nats, &RackCreate { rack: rack.clone() }).await?;
     Ok(())
 }
 
@@ -61,40 +66,49 @@ pub async fn submit(
     nats: &async_nats::Client,
     request: &TaskSubmit,
 ) -> anyhow::Result<TaskSubmitReply> {
-    call(nats, endpoint::TASK_SUBMIT, request).await
+    call::<endpoint::TaskSubmit>(nats, request).await
 }
 
-/// Tasks by status, e.g. `{"completed": 3, "running": 1}`.
-pub async fn task_counts(nats: &async_nats::Client) -> anyhow::Result<Value> {
-    call(nats, endpoint::TASK_COUNTS, &json!({})).await
+/// Tasks by status.
+pub async fn task_counts(nats: &async_nats::Client) -> anyhow::Result<TaskCounts> {
+    call::<endpoint::TaskCounts>(nats, &TaskCountsRequest {}).await
 }
 
 /// Recent tasks (at most 1000), newest first.
-pub async fn task_list(nats: &async_nats::Client) -> anyhow::Result<Vec<Value>> {
-    call(nats, endpoint::TASK_LIST, &json!({"limit": 1000})).await
+pub async fn task_list(nats: &async_nats::Client) -> anyhow::Result<Vec<TaskSummary>> {
+    Ok(
+        call::<endpoint::TaskList>(nats, &TaskList { limit: Some(1000) })
+            .await?
+            .tasks,
+    )
 }
 
-/// Creates a rule that is not a default; its id.
+/// Creates a power rule that is not a default; its id.
 pub async fn create_rule(
     nats: &async_nats::Client,
     name: &str,
     operation: &str,
     definition: Value,
 ) -> anyhow::Result<flow_protocol::ids::RuleId> {
-    let record: flow_protocol::api::RuleRecord = call(
+    let record = call::<endpoint::RuleCreate>(
         nats,
-        endpoint::RULE_CREATE,
-        &json!({"name": name, "operation_type": "power_control", "operation": operation,
-                "definition": definition, "is_default": false}),
+        &RuleCreate {
+            name: name.to_owned(),
+            description: String::new(),
+            operation_type: "power_control".to_owned(),
+            operation: operation.to_owned(),
+            definition,
+            is_default: false,
+        },
     )
     .await?;
     Ok(record.id)
 }
 
-/// One task's JSON (`task.get`).
+/// One task with its steps (`task.get`).
 pub async fn task_get(
     nats: &async_nats::Client,
     id: flow_protocol::ids::TaskId,
-) -> anyhow::Result<Value> {
-    call(nats, endpoint::TASK_GET, &json!({ "id": id })).await
+) -> anyhow::Result<TaskRecord> {
+    call::<endpoint::TaskGet>(nats, &TaskById { id }).await
 }

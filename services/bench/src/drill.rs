@@ -27,6 +27,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use clap::ValueEnum;
+use flow_protocol::TaskStatus;
 use flow_protocol::api::{ConflictStrategy, TaskSubmit};
 use flow_protocol::ids::RackRef;
 use flow_rules::OperationCode;
@@ -240,7 +241,7 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
         let ids: std::collections::BTreeSet<String> = reply
             .results
             .iter()
-            .filter_map(|r| r.task_id.map(|t| t.to_string()))
+            .filter_map(|r| r.submission.task_id().map(|t| t.to_string()))
             .collect();
         let tasks = ids.len();
         if tasks != drill_racks.len() {
@@ -382,15 +383,11 @@ async fn finished(
 ) -> anyhow::Result<BTreeMap<String, usize>> {
     let tasks = api::task_list(&cluster.nats).await?;
     let mut statuses = BTreeMap::new();
-    for t in tasks
-        .iter()
-        .filter(|t| t["id"].as_str().is_some_and(|id| ids.contains(id)))
-    {
-        let status = t["status"].as_str().unwrap_or("?").to_owned();
-        if matches!(status.as_str(), "waiting" | "pending" | "running") {
-            bail!("task {} is {status}", t["id"]);
+    for t in tasks.iter().filter(|t| ids.contains(&t.id.to_string())) {
+        if t.status.is_open() {
+            bail!("task {} is {}", t.id, t.status);
         }
-        *statuses.entry(status).or_default() += 1;
+        *statuses.entry(t.status.as_str().to_owned()).or_default() += 1;
     }
     let seen: usize = statuses.values().sum();
     if seen != ids.len() {
@@ -482,16 +479,16 @@ impl Probe {
         let Ok(reply) = api::submit(&cluster.nats, &submit).await else {
             return false;
         };
-        let Some(task) = reply.results.first().and_then(|r| r.task_id) else {
+        let Some(task) = reply.results.first().and_then(|r| r.submission.task_id()) else {
             return false;
         };
         let start = Instant::now();
         while start.elapsed() < limit {
             if let Ok(t) = api::task_get(&cluster.nats, task).await {
-                match t["status"].as_str() {
-                    Some("completed") => return true,
-                    Some("waiting" | "pending" | "running") | None => {}
-                    Some(_) => return false,
+                match t.status {
+                    TaskStatus::Completed => return true,
+                    s if s.is_open() => {}
+                    _ => return false,
                 }
             }
             tokio::time::sleep(Duration::from_millis(20)).await;

@@ -6,6 +6,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
+use flow_protocol::TaskStatus;
 use flow_protocol::api::{ConflictStrategy, TaskSubmit};
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{ComponentTarget, FirmwareImage};
@@ -299,7 +300,7 @@ async fn measure(
         )
         .await?;
         for r in &reply.results {
-            if r.task_id.is_none() {
+            if r.submission.task_id().is_none() {
                 bail!("rack {} got no task: {:?}", r.rack, r);
             }
             tasks += 1;
@@ -316,9 +317,9 @@ async fn measure(
         .await
         .unwrap_or_default()
         .iter()
-        .filter(|t| t["status"] != "completed")
+        .filter(|t| t.status != TaskStatus::Completed)
         .take(10)
-        .map(|t| format!("{} {}: {}", t["rack"], t["status"], t["message"]))
+        .map(|t| format!("{} {}: {}", t.rack, t.status, t.message))
         .collect();
 
     let mut last: BTreeMap<(flow_protocol::ids::TaskId, u32), &flow_protocol::jobs::ResultMessage> =
@@ -370,16 +371,15 @@ pub async fn wait_finished(
     loop {
         if let Ok(counts) = api::task_counts(&cluster.nats).await {
             let map: BTreeMap<String, usize> = counts
-                .as_object()
-                .map(|o| {
-                    o.iter()
-                        .map(|(k, v)| (k.clone(), v.as_u64().unwrap_or(0) as usize))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let open: usize = ["waiting", "pending", "running"]
+                .by_status
                 .iter()
-                .map(|s| map.get(*s).copied().unwrap_or(0))
+                .map(|(k, v)| (k.as_str().to_owned(), usize::try_from(*v).unwrap_or(0)))
+                .collect();
+            let open: usize = counts
+                .by_status
+                .iter()
+                .filter(|(s, _)| s.is_open())
+                .map(|(_, n)| usize::try_from(*n).unwrap_or(0))
                 .sum();
             let total: usize = map.values().sum();
             if total >= n && open == 0 {
@@ -391,7 +391,7 @@ pub async fn wait_finished(
                 "tasks still unfinished after {limit:?}: {}",
                 api::task_counts(&cluster.nats)
                     .await
-                    .map(|v| v.to_string())
+                    .map(|c| format!("{:?}", c.by_status))
                     .unwrap_or_else(|e| e.to_string())
             );
         }
@@ -402,14 +402,7 @@ pub async fn wait_finished(
 /// First task created → last task finished, from the tasks' own times.
 async fn task_makespan(cluster: &Cluster) -> Option<Duration> {
     let tasks = api::task_list(&cluster.nats).await.ok()?;
-    let parse = |v: &serde_json::Value| {
-        time::OffsetDateTime::parse(v.as_str()?, &time::format_description::well_known::Rfc3339)
-            .ok()
-    };
-    let first = tasks.iter().filter_map(|t| parse(&t["created_at"])).min()?;
-    let last = tasks
-        .iter()
-        .filter_map(|t| parse(&t["finished_at"]))
-        .max()?;
+    let first = tasks.iter().map(|t| t.created_at).min()?;
+    let last = tasks.iter().filter_map(|t| t.finished_at).max()?;
     Duration::try_from(last - first).ok()
 }

@@ -74,11 +74,73 @@ pub struct TargetArgs {
     pub timeout: String,
 }
 
+/// A power action, as operators type it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PowerAction {
+    /// Graceful power-on (`power_on`).
+    On,
+    /// Graceful power-off (`power_off`).
+    Off,
+    /// `force_power_on`.
+    ForceOn,
+    /// `force_power_off`.
+    ForceOff,
+    /// `restart`.
+    Restart,
+    /// `force_restart`.
+    ForceRestart,
+    /// `warm_reset`.
+    WarmReset,
+    /// `cold_reset`.
+    ColdReset,
+}
+
+impl PowerAction {
+    /// The operation code.
+    pub fn operation(self) -> flow_rules::OperationCode {
+        use flow_rules::PowerOperation as P;
+        flow_rules::OperationCode::Power(match self {
+            PowerAction::On => P::PowerOn,
+            PowerAction::Off => P::PowerOff,
+            PowerAction::ForceOn => P::ForcePowerOn,
+            PowerAction::ForceOff => P::ForcePowerOff,
+            PowerAction::Restart => P::Restart,
+            PowerAction::ForceRestart => P::ForceRestart,
+            PowerAction::WarmReset => P::WarmReset,
+            PowerAction::ColdReset => P::ColdReset,
+        })
+    }
+}
+
+/// A firmware action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FirmwareAction {
+    /// `upgrade`.
+    Upgrade,
+    /// `downgrade`.
+    Downgrade,
+    /// `rollback`.
+    Rollback,
+}
+
+impl FirmwareAction {
+    /// The operation code.
+    pub fn operation(self) -> flow_rules::OperationCode {
+        use flow_rules::FirmwareOperation as F;
+        flow_rules::OperationCode::Firmware(match self {
+            FirmwareAction::Upgrade => F::Upgrade,
+            FirmwareAction::Downgrade => F::Downgrade,
+            FirmwareAction::Rollback => F::Rollback,
+        })
+    }
+}
+
 /// `flow power`.
 #[derive(Debug, Args)]
 pub struct PowerArgs {
-    /// on, off, force-on, force-off, restart, force-restart, warm-reset, cold-reset.
-    pub action: String,
+    /// What to do.
+    #[arg(value_enum)]
+    pub action: PowerAction,
     /// Targets.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -87,8 +149,9 @@ pub struct PowerArgs {
 /// `flow firmware`.
 #[derive(Debug, Args)]
 pub struct FirmwareArgs {
-    /// upgrade, downgrade or rollback.
-    pub action: String,
+    /// What to do.
+    #[arg(value_enum)]
+    pub action: FirmwareAction,
     /// Image per component type: `<type>=<uri>@<version>` (repeatable).
     #[arg(long = "image", required = true)]
     pub images: Vec<String>,

@@ -5,10 +5,9 @@ use std::time::Duration;
 
 use flow_config::Settings;
 use flow_jetstream::{InitialConnect, connect_nats};
-use flow_protocol::api::{ApiError, decode_reply};
+use flow_protocol::api::{ApiError, Endpoint, decode_reply};
 use flow_protocol::subjects::api_subject;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 /// How long a command waits for the service to answer.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -88,12 +87,23 @@ impl Client {
         &self.nats
     }
 
-    /// Calls an endpoint.
-    pub async fn call<Req: Serialize, Rep: DeserializeOwned>(
+    /// Calls endpoint `E` with its request.
+    pub async fn call<E: Endpoint>(&self, request: &E::Request) -> Result<E::Reply, ClientError> {
+        self.send::<E, _>(request).await
+    }
+
+    /// Calls endpoint `E` with a body the service reads as `E::Request`,
+    /// unread here: a document the operator wrote (a rack file) is checked
+    /// by the service, which reports every problem in it at once.
+    pub async fn call_document<E: Endpoint>(
         &self,
-        endpoint: &str,
-        request: &Req,
-    ) -> Result<Rep, ClientError> {
+        body: &serde_json::Value,
+    ) -> Result<E::Reply, ClientError> {
+        self.send::<E, _>(body).await
+    }
+
+    async fn send<E: Endpoint, B: Serialize>(&self, request: &B) -> Result<E::Reply, ClientError> {
+        let endpoint = E::NAME;
         let subject = api_subject(endpoint);
         let body = serde_json::to_vec(request)
             .map_err(|e| ApiError::new(flow_protocol::api::ErrorCode::BadRequest, e.to_string()))?;

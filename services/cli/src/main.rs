@@ -9,8 +9,10 @@ mod client;
 mod input;
 mod remote;
 mod rule;
+mod status;
 mod summary;
 mod task;
+mod watch;
 
 use std::process::ExitCode;
 
@@ -71,7 +73,7 @@ async fn main() -> ExitCode {
         Command::Firmware(a) => task::firmware(s, out, a).await,
         Command::Decommission(a) => task::decommission(s, out, a).await,
         Command::Task(c) => task::task(s, out, c).await,
-        Command::Status => task::status(s, out).await,
+        Command::Status => status::status(s, out).await,
     };
     ExitCode::from(outcome as u8)
 }

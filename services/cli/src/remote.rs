@@ -4,10 +4,12 @@ use std::path::Path;
 
 use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use flow_config::Settings;
+use flow_protocol::RuleId;
 use flow_protocol::api::{
-    Association, BatchCreateReply, DisassociateReply, HistoryReply, RackDeleteReply, RackListReply,
-    RackRecord, ResolveReply, RuleDeleteReply, RuleListReply, RuleRecord, endpoint,
+    RackByRef, RackList, RuleAssociate, RuleBatchCreate, RuleById, RuleCreate, RuleDelete,
+    RuleDisassociate, RuleList, RuleRecord, RuleResolve, RuleUpdate, endpoint,
 };
+use flow_protocol::ids::RackRef;
 use flow_rules::{OperationCode, RuleBatch, RuleSpec};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -73,6 +75,16 @@ fn parse_operation(code: &str) -> Result<OperationCode, ClientError> {
     })
 }
 
+/// A rule ID given on the command line, or an error naming the argument.
+fn rule_id(arg: &str, text: &str) -> Result<RuleId, ClientError> {
+    text.parse().map_err(|e: uuid::Error| {
+        ClientError::Api(flow_protocol::api::ApiError::new(
+            flow_protocol::api::ErrorCode::BadRequest,
+            format!("{arg} {text:?}: not a rule ID (a UUID): {e}"),
+        ))
+    })
+}
+
 fn read_json(path: &Path) -> Result<Value, ClientError> {
     let bad = |m: String| {
         ClientError::Api(flow_protocol::api::ApiError::new(
@@ -94,13 +106,15 @@ pub async fn create_rule(
 ) -> Outcome {
     let result = async {
         let client = connect(settings).await?;
-        let body = json!({
-            "name": spec.name, "description": spec.description,
-            "operation_type": spec.operation_type(), "operation": spec.operation,
-            "definition": spec.definition.to_json_value(), "is_default": is_default,
-        });
         client
-            .call::<_, RuleRecord>(endpoint::RULE_CREATE, &body)
+            .call::<endpoint::RuleCreate>(&RuleCreate {
+                name: spec.name.clone(),
+                description: spec.description.clone(),
+                operation_type: spec.operation_type().as_str().to_owned(),
+                operation: spec.operation.as_str().to_owned(),
+                definition: spec.definition.to_json_value(),
+                is_default,
+            })
             .await
     }
     .await;
@@ -138,10 +152,10 @@ pub async fn create_batch(
             "rules": batch.rules.iter().map(RuleSpec::to_json_value).collect::<Vec<_>>(),
         });
         client
-            .call::<_, BatchCreateReply>(
-                endpoint::RULE_BATCH_CREATE,
-                &json!({"batch": doc, "overwrite": overwrite}),
-            )
+            .call::<endpoint::RuleBatchCreate>(&RuleBatchCreate {
+                batch: doc,
+                overwrite,
+            })
             .await
     }
     .await;
@@ -196,16 +210,25 @@ pub async fn run<F: Future<Output = Result<(), ClientError>>>(command: F) -> Out
 }
 
 pub async fn list(settings: &Settings, out: Output, a: &ListArgs) -> Result<(), ClientError> {
-    let mut body = json!({"default_only": a.default_only, "offset": a.offset, "limit": a.limit});
-    if let Some(t) = &a.operation_type {
-        body["operation_type"] = json!(t);
-    }
-    if let Some(c) = &a.operation {
-        body["operation"] = json!(c);
-    }
-    let reply: RuleListReply = connect(settings)
+    let operation_type = match &a.operation_type {
+        Some(t) => Some(t.parse().map_err(|e: flow_rules::InvalidOperation| {
+            ClientError::Api(flow_protocol::api::ApiError::new(
+                flow_protocol::api::ErrorCode::BadRequest,
+                format!("--operation-type: {e}"),
+            ))
+        })?),
+        None => None,
+    };
+    let operation = a.operation.as_deref().map(parse_operation).transpose()?;
+    let reply = connect(settings)
         .await?
-        .call(endpoint::RULE_LIST, &body)
+        .call::<endpoint::RuleList>(&RuleList {
+            operation_type,
+            operation,
+            default_only: a.default_only,
+            offset: a.offset,
+            limit: Some(a.limit),
+        })
         .await?;
     if out.json {
         print_json(&reply);
@@ -270,9 +293,11 @@ fn print_rule(rule: &RuleRecord) {
 }
 
 pub async fn get(settings: &Settings, out: Output, a: &IdArg) -> Result<(), ClientError> {
-    let rule: RuleRecord = connect(settings)
+    let rule = connect(settings)
         .await?
-        .call(endpoint::RULE_GET, &json!({"id": a.id}))
+        .call::<endpoint::RuleGet>(&RuleById {
+            id: rule_id("ID", &a.id)?,
+        })
         .await?;
     if out.json {
         print_json(&rule);
@@ -283,19 +308,15 @@ pub async fn get(settings: &Settings, out: Output, a: &IdArg) -> Result<(), Clie
 }
 
 pub async fn update(settings: &Settings, out: Output, a: &UpdateArgs) -> Result<(), ClientError> {
-    let mut body = json!({"id": a.id});
-    if let Some(n) = &a.name {
-        body["name"] = json!(n);
-    }
-    if let Some(d) = &a.description {
-        body["description"] = json!(d);
-    }
-    if let Some(f) = &a.rule_file {
-        body["definition"] = read_json(f)?;
-    }
-    let rule: RuleRecord = connect(settings)
+    let request = RuleUpdate {
+        id: rule_id("ID", &a.id)?,
+        name: a.name.clone(),
+        description: a.description.clone(),
+        definition: a.rule_file.as_deref().map(read_json).transpose()?,
+    };
+    let rule = connect(settings)
         .await?
-        .call(endpoint::RULE_UPDATE, &body)
+        .call::<endpoint::RuleUpdate>(&request)
         .await?;
     if out.json {
         print_json(&rule);
@@ -306,12 +327,12 @@ pub async fn update(settings: &Settings, out: Output, a: &UpdateArgs) -> Result<
 }
 
 pub async fn delete(settings: &Settings, out: Output, a: &DeleteArgs) -> Result<(), ClientError> {
-    let reply: RuleDeleteReply = connect(settings)
+    let reply = connect(settings)
         .await?
-        .call(
-            endpoint::RULE_DELETE,
-            &json!({"id": a.id, "force": a.force}),
-        )
+        .call::<endpoint::RuleDelete>(&RuleDelete {
+            id: rule_id("ID", &a.id)?,
+            force: a.force,
+        })
         .await?;
     if out.json {
         print_json(&reply);
@@ -331,9 +352,11 @@ pub async fn set_default(
     out: Output,
     a: &SetDefaultArgs,
 ) -> Result<(), ClientError> {
-    let rule: RuleRecord = connect(settings)
+    let rule = connect(settings)
         .await?
-        .call(endpoint::RULE_SET_DEFAULT, &json!({"id": a.id}))
+        .call::<endpoint::RuleSetDefault>(&RuleById {
+            id: rule_id("ID", &a.id)?,
+        })
         .await?;
     if out.json {
         print_json(&rule);
@@ -351,12 +374,12 @@ pub async fn associate(
     out: Output,
     a: &AssociateArgs,
 ) -> Result<(), ClientError> {
-    let assoc: Association = connect(settings)
+    let assoc = connect(settings)
         .await?
-        .call(
-            endpoint::RULE_ASSOCIATE,
-            &json!({"rack": a.rack_id, "rule_id": a.rule_id}),
-        )
+        .call::<endpoint::RuleAssociate>(&RuleAssociate {
+            rack: RackRef(a.rack_id.clone()),
+            rule_id: rule_id("--rule-id", &a.rule_id)?,
+        })
         .await?;
     if out.json {
         print_json(&assoc);
@@ -386,12 +409,12 @@ pub async fn disassociate(
             ),
         )));
     }
-    let reply: DisassociateReply = connect(settings)
+    let reply = connect(settings)
         .await?
-        .call(
-            endpoint::RULE_DISASSOCIATE,
-            &json!({"rack": a.rack_id, "operation": op}),
-        )
+        .call::<endpoint::RuleDisassociate>(&RuleDisassociate {
+            rack: RackRef(a.rack_id.clone()),
+            operation: op,
+        })
         .await?;
     if out.json {
         print_json(&reply);
@@ -404,13 +427,18 @@ pub async fn disassociate(
 }
 
 pub async fn resolve(settings: &Settings, out: Output, a: &ResolveArgs) -> Result<(), ClientError> {
-    let mut body = json!({"rack": a.rack, "operation": parse_operation(&a.operation)?});
-    if let Some(r) = &a.rule_id {
-        body["rule_id"] = json!(r);
-    }
-    let reply: ResolveReply = connect(settings)
+    let request = RuleResolve {
+        rack: RackRef(a.rack.clone()),
+        operation: parse_operation(&a.operation)?,
+        rule_id: a
+            .rule_id
+            .as_deref()
+            .map(|r| rule_id("--rule-id", r))
+            .transpose()?,
+    };
+    let reply = connect(settings)
         .await?
-        .call(endpoint::RULE_RESOLVE, &body)
+        .call::<endpoint::RuleResolve>(&request)
         .await?;
     if out.json {
         print_json(&reply);
@@ -431,9 +459,11 @@ pub async fn resolve(settings: &Settings, out: Output, a: &ResolveArgs) -> Resul
 }
 
 pub async fn history(settings: &Settings, out: Output, a: &IdArg) -> Result<(), ClientError> {
-    let reply: HistoryReply = connect(settings)
+    let reply = connect(settings)
         .await?
-        .call(endpoint::RULE_HISTORY, &json!({"id": a.id}))
+        .call::<endpoint::RuleHistory>(&RuleById {
+            id: rule_id("ID", &a.id)?,
+        })
         .await?;
     if out.json {
         print_json(&reply);
@@ -463,8 +493,9 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
         match command {
             RackCommand::Create(a) => {
                 let doc = read_json(&a.from_json)?;
-                let rack: RackRecord = client
-                    .call(endpoint::RACK_CREATE, &json!({"rack": doc}))
+                // The service checks the document and reports every problem.
+                let rack = client
+                    .call_document::<endpoint::RackCreate>(&json!({"rack": doc}))
                     .await?;
                 if out.json {
                     print_json(&rack);
@@ -478,7 +509,7 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                 }
             }
             RackCommand::List => {
-                let reply: RackListReply = client.call(endpoint::RACK_LIST, &json!({})).await?;
+                let reply = client.call::<endpoint::RackList>(&RackList {}).await?;
                 if out.json {
                     print_json(&reply);
                 } else if reply.racks.is_empty() {
@@ -505,8 +536,10 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                 }
             }
             RackCommand::Get(RackArg { rack }) => {
-                let r: RackRecord = client
-                    .call(endpoint::RACK_GET, &json!({"rack": rack}))
+                let r = client
+                    .call::<endpoint::RackGet>(&RackByRef {
+                        rack: RackRef(rack.clone()),
+                    })
                     .await?;
                 if out.json {
                     print_json(&r);
@@ -543,8 +576,10 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                 }
             }
             RackCommand::Delete(RackArg { rack }) => {
-                let reply: RackDeleteReply = client
-                    .call(endpoint::RACK_DELETE, &json!({"rack": rack}))
+                let reply = client
+                    .call::<endpoint::RackDelete>(&RackByRef {
+                        rack: RackRef(rack.clone()),
+                    })
                     .await?;
                 if out.json {
                     print_json(&reply);

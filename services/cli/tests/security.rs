@@ -322,9 +322,9 @@ async fn the_shipped_roles_file_runs_a_task_and_keeps_workers_from_submitting() 
     )
     .await
     .expect("worker connects");
-    let worker_stop = Arc::new(tokio::sync::Notify::new());
+    let worker_stop = tokio_util::sync::CancellationToken::new();
     let worker = {
-        let (registry, stop) = (registry(), Arc::clone(&worker_stop));
+        let (registry, stop) = (registry(), worker_stop.clone());
         tokio::spawn(async move {
             flow_worker::run(
                 worker_client,
@@ -596,7 +596,7 @@ async fn the_shipped_roles_file_runs_a_task_and_keeps_workers_from_submitting() 
         "the server logs violations (so the check above means something):\n{log}"
     );
 
-    worker_stop.notify_waiters();
+    worker_stop.cancel();
     let stopped = tokio::time::timeout(Duration::from_secs(15), worker)
         .await
         .expect("worker stops");

@@ -3,34 +3,21 @@
 
 use std::process::Output;
 
-use flow_scheduler::Scheduler;
-use flow_store::Store;
-use flow_tests::{NatsServer, TestDb};
+use flow_testenv::Stack;
+use flow_tests::NatsServer;
 use serde_json::Value;
 
-struct Env {
-    service: Option<Scheduler>,
-    _db: TestDb,
-    nats: NatsServer,
-}
+/// A scheduler on a private server and a fresh database, driven through
+/// the `flow` binary.
+struct Env(Stack);
 
 impl Env {
     async fn new() -> Env {
-        let nats = NatsServer::start();
-        let db = TestDb::create().await;
-        let store = Store::connect(db.url(), 5).await.expect("store");
-        store.migrate().await.expect("migrate");
-        let client = async_nats::connect(nats.url()).await.expect("nats");
-        let service = Scheduler::start(client, store).await.expect("api");
-        Env {
-            service: Some(service),
-            _db: db,
-            nats,
-        }
+        Env(Stack::builder().start().await)
     }
 
     async fn flow(&self, args: &[&str]) -> Output {
-        flow_at(&self.nats.url(), args).await
+        flow_at(&self.0.nats.url(), args).await
     }
 
     async fn ok(&self, args: &[&str]) -> String {
@@ -51,10 +38,8 @@ impl Env {
         serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"))
     }
 
-    async fn stop(mut self) {
-        if let Some(s) = self.service.take() {
-            s.stop().await.unwrap();
-        }
+    async fn stop(self) {
+        self.0.stop().await;
     }
 }
 
@@ -339,7 +324,7 @@ async fn flow_status_shows_the_pipeline() {
         "{text}"
     );
     // A malformed submission is parked, and `flow status` counts it.
-    let client = async_nats::connect(env.nats.url()).await.unwrap();
+    let client = async_nats::connect(env.0.nats.url()).await.unwrap();
     let js = async_nats::jetstream::new(client);
     js.publish("flow.tasks.submit", "{not json".into())
         .await

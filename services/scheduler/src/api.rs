@@ -8,18 +8,16 @@ use std::sync::Arc;
 use async_nats::service::{Service, ServiceExt};
 use bytes::Bytes;
 use flow_protocol::api::{
-    ApiError, ErrorCode, RackByRef, RackCreate, RackList, RuleAssociate, RuleBatchCreate, RuleById,
-    RuleCreate, RuleDelete, RuleDisassociate, RuleList, RuleResolve, RuleUpdate, TaskById,
-    TaskCancelReply, TaskList, TaskSubmit, decode_request, encode_reply, endpoint,
+    ApiError, Endpoint, ErrorCode, TaskCancelReply, decode_request, encode_reply, endpoint,
 };
 use flow_protocol::subjects::{API_PREFIX, SERVICE_NAME, SERVICE_VERSION};
 use flow_rules::RuleBatch;
-use flow_store::{Store, StoreError};
+use flow_store::Store;
 use futures::StreamExt;
 
-use crate::exec::Executor;
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use crate::error::{api_error, store_error};
+use crate::service::TaskService;
+use crate::transition::CancelOutcome;
 
 /// Requests handled at once per scheduler (each holds at most one database
 /// connection; sized below the pool's default of 10 plus headroom for
@@ -35,11 +33,11 @@ pub struct ApiService {
 
 impl ApiService {
     /// Starts the service on `client`, answering from `store`; task
-    /// endpoints go to `executor`.
+    /// endpoints go to `tasks`.
     pub async fn start(
         client: async_nats::Client,
         store: Store,
-        executor: Executor,
+        tasks: TaskService,
     ) -> Result<ApiService, async_nats::Error> {
         let service = client
             .service_builder()
@@ -48,7 +46,7 @@ impl ApiService {
             .await?;
         let group = service.group(API_PREFIX);
         let mut endpoints = Vec::new();
-        for name in endpoint::ALL {
+        for &name in endpoint::ALL {
             let ep = group
                 .endpoint_builder()
                 .name(name.replace('.', "_"))
@@ -57,18 +55,18 @@ impl ApiService {
             endpoints.push(ep.map(move |req| (name, req)).boxed());
         }
         let store = Arc::new(store);
-        let executor = Arc::new(executor);
+        let tasks = Arc::new(tasks);
         let task = tokio::spawn(async move {
             futures::stream::select_all(endpoints)
                 .for_each_concurrent(MAX_CONCURRENT_REQUESTS, |(name, request)| {
                     let store = Arc::clone(&store);
-                    let executor = Arc::clone(&executor);
+                    let tasks = Arc::clone(&tasks);
                     let max_payload = client.max_payload();
                     async move {
-                        let reply = handle(&store, &executor, name, &request.message.payload).await;
+                        let reply = handle(&store, &tasks, name, &request.message.payload).await;
                         let reply = fit_reply(name, reply, max_payload);
                         if let Err(error) = request.respond(Ok(Bytes::from(reply))).await {
-                            tracing::warn!(endpoint = name, %error, "reply not sent");
+                            tracing::warn!(endpoint = name, error = %flow_telemetry::ErrorChain(&error), "reply not sent");
                         }
                     }
                 })
@@ -106,44 +104,6 @@ fn fit_reply(name: &str, reply: Vec<u8>, max_payload: usize) -> Vec<u8> {
     )))
 }
 
-/// A store error as the API reports it (also for each rack of a submission).
-pub(crate) fn store_error(error: StoreError) -> ApiError {
-    match error {
-        StoreError::NotFound(m) => ApiError::new(ErrorCode::NotFound, m),
-        StoreError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
-        StoreError::Invalid { message, details } => ApiError::invalid(message, details),
-        refused if refused.is_refused_value() => {
-            let chain = error_chain(&refused);
-            tracing::warn!(error = %chain, "the database refused a value");
-            ApiError::new(
-                ErrorCode::Invalid,
-                format!("the database refused a value of the request: {chain}"),
-            )
-        }
-        other => {
-            let chain = error_chain(&other);
-            tracing::error!(error = %chain, "store failure");
-            let code = match other {
-                StoreError::Database(_) => ErrorCode::Unavailable,
-                _ => ErrorCode::Internal,
-            };
-            ApiError::new(code, chain)
-        }
-    }
-}
-
-/// An error and its sources, `a: b: c`.
-pub(crate) fn error_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
-}
-
 fn rule_invalid(errors: &flow_rules::ValidationErrors) -> ApiError {
     ApiError::invalid(
         format!(
@@ -155,14 +115,16 @@ fn rule_invalid(errors: &flow_rules::ValidationErrors) -> ApiError {
     )
 }
 
-async fn run<Req, Rep, F, Fut>(body: &[u8], f: F) -> Vec<u8>
+/// Decodes the request of endpoint `E`, answers it with `f`, and encodes
+/// the reply: the request and reply types are `E`'s, so a handler cannot
+/// answer a subject with another endpoint's types.
+async fn serve<E, F, Fut>(body: &[u8], f: F) -> Vec<u8>
 where
-    Req: DeserializeOwned,
-    Rep: Serialize,
-    F: FnOnce(Req) -> Fut,
-    Fut: Future<Output = Result<Rep, ApiError>>,
+    E: Endpoint,
+    F: FnOnce(E::Request) -> Fut,
+    Fut: Future<Output = Result<E::Reply, ApiError>>,
 {
-    let reply = match decode_request::<Req>(body) {
+    let reply = match decode_request::<E::Request>(body) {
         Ok(req) => f(req).await,
         Err(e) => Err(e),
     };
@@ -171,10 +133,11 @@ where
 
 /// Answers one request.
 #[tracing::instrument(skip_all, fields(endpoint = name))]
-pub async fn handle(store: &Store, executor: &Executor, name: &str, body: &[u8]) -> Vec<u8> {
+pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8]) -> Vec<u8> {
+    use flow_protocol::api::endpoint as ep;
     match name {
-        endpoint::RULE_CREATE => {
-            run(body, |r: RuleCreate| async move {
+        ep::RuleCreate::NAME => {
+            serve::<ep::RuleCreate, _, _>(body, |r| async move {
                 let spec = flow_rules::spec_from_parts(
                     &r.name,
                     &r.description,
@@ -190,8 +153,8 @@ pub async fn handle(store: &Store, executor: &Executor, name: &str, body: &[u8])
             })
             .await
         }
-        endpoint::RULE_BATCH_CREATE => {
-            run(body, |r: RuleBatchCreate| async move {
+        ep::RuleBatchCreate::NAME => {
+            serve::<ep::RuleBatchCreate, _, _>(body, |r| async move {
                 let batch = RuleBatch::from_value(&r.batch).map_err(|e| rule_invalid(&e))?;
                 store
                     .batch_create(&batch, r.overwrite)
@@ -200,20 +163,20 @@ pub async fn handle(store: &Store, executor: &Executor, name: &str, body: &[u8])
             })
             .await
         }
-        endpoint::RULE_GET => {
-            run(body, |r: RuleById| async move {
+        ep::RuleGet::NAME => {
+            serve::<ep::RuleGet, _, _>(body, |r| async move {
                 store.get_rule(r.id).await.map_err(store_error)
             })
             .await
         }
-        endpoint::RULE_LIST => {
-            run(body, |r: RuleList| async move {
+        ep::RuleList::NAME => {
+            serve::<ep::RuleList, _, _>(body, |r| async move {
                 store.list_rules(&r).await.map_err(store_error)
             })
             .await
         }
-        endpoint::RULE_UPDATE => {
-            run(body, |r: RuleUpdate| async move {
+        ep::RuleUpdate::NAME => {
+            serve::<ep::RuleUpdate, _, _>(body, |r| async move {
                 store
                     .update_rule(
                         r.id,
@@ -226,20 +189,20 @@ pub async fn handle(store: &Store, executor: &Executor, name: &str, body: &[u8])
             })
             .await
         }
-        endpoint::RULE_DELETE => {
-            run(body, |r: RuleDelete| async move {
+        ep::RuleDelete::NAME => {
+            serve::<ep::RuleDelete, _, _>(body, |r| async move {
                 store.delete_rule(r.id, r.force).await.map_err(store_error)
             })
             .await
         }
-        endpoint::RULE_SET_DEFAULT => {
-            run(body, |r: RuleById| async move {
+        ep::RuleSetDefault::NAME => {
+            serve::<ep::RuleSetDefault, _, _>(body, |r| async move {
                 store.set_default(r.id).await.map_err(store_error)
             })
             .await
         }
-        endpoint::RULE_ASSOCIATE => {
-            run(body, |r: RuleAssociate| async move {
+        ep::RuleAssociate::NAME => {
+            serve::<ep::RuleAssociate, _, _>(body, |r| async move {
                 store
                     .associate(&r.rack, r.rule_id)
                     .await
@@ -247,8 +210,8 @@ pub async fn handle(store: &Store, executor: &Executor, name: &str, body: &[u8])
             })
             .await
         }
-        endpoint::RULE_DISASSOCIATE => {
-            run(body, |r: RuleDisassociate| async move {
+        ep::RuleDisassociate::NAME => {
+            serve::<ep::RuleDisassociate, _, _>(body, |r| async move {
                 store
                     .disassociate(&r.rack, r.operation)
                     .await
@@ -256,8 +219,8 @@ pub async fn handle(store: &Store, executor: &Executor, name: &str, body: &[u8])
             })
             .await
         }
-        endpoint::RULE_RESOLVE => {
-            run(body, |r: RuleResolve| async move {
+        ep::RuleResolve::NAME => {
+            serve::<ep::RuleResolve, _, _>(body, |r| async move {
                 store
                     .resolve(&r.rack, r.operation, r.rule_id)
                     .await
@@ -266,51 +229,51 @@ pub async fn handle(store: &Store, executor: &Executor, name: &str, body: &[u8])
             })
             .await
         }
-        endpoint::RULE_HISTORY => {
-            run(body, |r: RuleById| async move {
+        ep::RuleHistory::NAME => {
+            serve::<ep::RuleHistory, _, _>(body, |r| async move {
                 store.rule_history(r.id).await.map_err(store_error)
             })
             .await
         }
-        endpoint::RACK_CREATE => {
-            run(body, |r: RackCreate| async move {
+        ep::RackCreate::NAME => {
+            serve::<ep::RackCreate, _, _>(body, |r| async move {
                 store.create_rack(&r.rack).await.map_err(store_error)
             })
             .await
         }
-        endpoint::RACK_GET => {
-            run(body, |r: RackByRef| async move {
+        ep::RackGet::NAME => {
+            serve::<ep::RackGet, _, _>(body, |r| async move {
                 store.get_rack(&r.rack).await.map_err(store_error)
             })
             .await
         }
-        endpoint::RACK_LIST => {
-            run(body, |_: RackList| async move {
+        ep::RackList::NAME => {
+            serve::<ep::RackList, _, _>(body, |_| async move {
                 store.list_racks().await.map_err(store_error)
             })
             .await
         }
-        endpoint::RACK_DELETE => {
-            run(body, |r: RackByRef| async move {
+        ep::RackDelete::NAME => {
+            serve::<ep::RackDelete, _, _>(body, |r| async move {
                 store.delete_rack(&r.rack).await.map_err(store_error)
             })
             .await
         }
-        endpoint::TASK_SUBMIT => {
-            run(body, |r: TaskSubmit| async move {
+        ep::TaskSubmit::NAME => {
+            serve::<ep::TaskSubmit, _, _>(body, |r| async move {
                 r.check()?;
-                Ok(executor.submit(&r).await)
+                Ok(tasks.submit(&r).await)
             })
             .await
         }
-        endpoint::TASK_GET => {
-            run(body, |r: TaskById| async move {
-                store.task_json(r.id).await.map_err(store_error)
+        ep::TaskGet::NAME => {
+            serve::<ep::TaskGet, _, _>(body, |r| async move {
+                store.task_record(r.id).await.map_err(store_error)
             })
             .await
         }
-        endpoint::TASK_LIST => {
-            run(body, |r: TaskList| async move {
+        ep::TaskList::NAME => {
+            serve::<ep::TaskList, _, _>(body, |r| async move {
                 store
                     .list_tasks(i64::from(r.limit.unwrap_or(50).min(1000)))
                     .await
@@ -318,19 +281,20 @@ pub async fn handle(store: &Store, executor: &Executor, name: &str, body: &[u8])
             })
             .await
         }
-        endpoint::TASK_CANCEL => {
-            run(body, |r: TaskById| async move {
-                let cancelling = store.cancel_task(r.id).await.map_err(store_error)?;
+        ep::TaskCancel::NAME => {
+            serve::<ep::TaskCancel, _, _>(body, |r| async move {
+                let outcome = tasks.cancel(r.id).await.map_err(api_error)?;
+                let cancelling = outcome == CancelOutcome::Cancelling;
                 if cancelling {
                     // The mark is committed on the outbox: publish it now.
-                    executor.poke();
+                    tasks.poke();
                 }
                 Ok(TaskCancelReply { cancelling })
             })
             .await
         }
-        endpoint::TASK_COUNTS => {
-            run(body, |_: RackList| async move {
+        ep::TaskCounts::NAME => {
+            serve::<ep::TaskCounts, _, _>(body, |_| async move {
                 store.task_counts().await.map_err(store_error)
             })
             .await

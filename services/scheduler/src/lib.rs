@@ -1,24 +1,38 @@
 //! `flow-scheduler`: owns tasks. It serves the `flow.api` request/reply
 //! service (a NATS micro service named `flow`), creates tasks, publishes
 //! their step jobs through an outbox, applies step results and enforces step
-//! deadlines. All state is in Postgres, so any number of schedulers can run
-//! at once. Its Prometheus metrics are in [`metrics`].
+//! deadlines. The decisions are the lifecycle's (`flow_engine::lifecycle`);
+//! this crate loads, applies and persists them ([`transition`]). All state
+//! is in Postgres, so any number of schedulers can run at once. Its
+//! Prometheus metrics are in [`metrics`].
 
 pub mod api;
-pub mod exec;
+pub mod error;
 pub mod metrics;
-pub mod telemetry;
+pub mod outbox;
+pub mod results;
+pub mod service;
+pub mod submit;
+pub mod transition;
 
-use std::sync::Arc;
+use std::time::Duration;
 
+use flow_jetstream::Topology;
 use flow_store::Store;
-use tokio::sync::Notify;
 use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use error::SchedulerError;
+pub use service::{JOB_ACK_WAIT, TaskService};
+
+/// How long [`Scheduler::stop`] waits for its loops to finish what they
+/// started (a result being applied, an outbox batch) before it aborts them.
+const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// A running scheduler: the API service and the execution loops.
 pub struct Scheduler {
     api: api::ApiService,
-    stop: Arc<Notify>,
+    stop: CancellationToken,
     loops: Vec<JoinHandle<()>>,
 }
 
@@ -29,8 +43,8 @@ impl Scheduler {
     pub async fn start(
         client: async_nats::Client,
         store: Store,
-    ) -> Result<Scheduler, async_nats::Error> {
-        Self::start_with(client, store, exec::JOB_ACK_WAIT).await
+    ) -> Result<Scheduler, SchedulerError> {
+        Self::start_with(client, store, JOB_ACK_WAIT).await
     }
 
     /// [`Scheduler::start`] with a job ack wait of choice (fault drills use a
@@ -38,8 +52,8 @@ impl Scheduler {
     pub async fn start_with(
         client: async_nats::Client,
         store: Store,
-        job_ack_wait: std::time::Duration,
-    ) -> Result<Scheduler, async_nats::Error> {
+        job_ack_wait: Duration,
+    ) -> Result<Scheduler, SchedulerError> {
         Self::start_inner(client, store, job_ack_wait, None).await
     }
 
@@ -49,62 +63,54 @@ impl Scheduler {
     pub async fn start_with_metrics(
         client: async_nats::Client,
         store: Store,
-        job_ack_wait: std::time::Duration,
+        job_ack_wait: Duration,
         metrics: metrics::SchedulerMetrics,
-    ) -> Result<Scheduler, async_nats::Error> {
+    ) -> Result<Scheduler, SchedulerError> {
         Self::start_inner(client, store, job_ack_wait, Some(metrics)).await
     }
 
     async fn start_inner(
         client: async_nats::Client,
         store: Store,
-        job_ack_wait: std::time::Duration,
+        job_ack_wait: Duration,
         metrics: Option<metrics::SchedulerMetrics>,
-    ) -> Result<Scheduler, async_nats::Error> {
+    ) -> Result<Scheduler, SchedulerError> {
         let js = async_nats::jetstream::new(client.clone());
-        exec::ensure_jetstream(&js, job_ack_wait).await?;
-        let stop = Arc::new(Notify::new());
+        flow_jetstream::topology::ensure(&js, Topology { job_ack_wait })
+            .await
+            .map_err(SchedulerError::Topology)?;
+        let stop = CancellationToken::new();
         let mut loops = Vec::new();
-        let executor = match metrics {
+        let tasks = match metrics {
             Some(metrics) => {
                 loops.push(tokio::spawn(
-                    metrics
-                        .clone()
-                        .run_refresh(store.clone(), Arc::clone(&stop)),
+                    metrics.clone().run_refresh(store.clone(), stop.clone()),
                 ));
-                exec::Executor::with_metrics(store.clone(), js, metrics)
+                TaskService::with_metrics(store.clone(), js, metrics)
             }
-            None => exec::Executor::new(store.clone(), js),
+            None => TaskService::new(store.clone(), js),
         };
-        let sweeps = tokio::spawn(executor.clone().run_sweeps(Arc::clone(&stop)));
-        let results = {
-            let (executor, stop) = (executor.clone(), Arc::clone(&stop));
-            tokio::spawn(async move {
-                if let Err(error) = executor.run_results(stop).await {
-                    tracing::error!(error = %error, "result consumer stopped");
-                }
-            })
-        };
-        let submissions = {
-            let (executor, stop) = (executor.clone(), Arc::clone(&stop));
-            tokio::spawn(async move {
-                if let Err(error) = executor.run_submissions(stop).await {
-                    tracing::error!(error = %error, "submission consumer stopped");
-                }
-            })
-        };
-        let api = api::ApiService::start(client, store, executor).await?;
-        loops.extend([sweeps, results, submissions]);
+        loops.push(tokio::spawn(tasks.clone().run_sweeps(stop.clone())));
+        loops.push(tokio::spawn(tasks.clone().run_results(stop.clone())));
+        loops.push(tokio::spawn(tasks.clone().run_submissions(stop.clone())));
+        let api = api::ApiService::start(client, store, tasks)
+            .await
+            .map_err(SchedulerError::Api)?;
         Ok(Scheduler { api, stop, loops })
     }
 
-    /// Stops the API and the loops.
-    pub async fn stop(self) -> Result<(), async_nats::Error> {
-        self.api.stop().await?;
-        self.stop.notify_waiters();
+    /// Stops the API, then the loops: they pull no more and finish what
+    /// they started (each result applied or handed back), within
+    /// [`STOP_GRACE`].
+    pub async fn stop(self) -> Result<(), SchedulerError> {
+        self.api.stop().await.map_err(SchedulerError::Api)?;
+        self.stop.cancel();
         for l in self.loops {
-            l.abort();
-            let _ = l.await;
+            let abort = l.abort_handle();
+            if tokio::time::timeout(STOP_GRACE, l).await.is_err() {
+                tracing::warn!("a scheduler loop did not stop in time; aborted");
+                abort.abort();
+            }
         }
         Ok(())
     }

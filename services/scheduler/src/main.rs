@@ -8,8 +8,8 @@ use clap::Parser;
 use flow_config::{Secret, Settings};
 use flow_jetstream::{InitialConnect, connect_nats};
 use flow_metrics::{MetricsListen, MetricsRegistry};
+use flow_scheduler::Scheduler;
 use flow_scheduler::metrics::SchedulerMetrics;
-use flow_scheduler::{Scheduler, telemetry};
 use flow_store::Store;
 
 /// Flow scheduler: owns tasks and serves the flow.api service.
@@ -60,7 +60,7 @@ async fn main() -> anyhow::Result<()> {
     }
     settings.validate_nats()?;
     settings.validate_database()?;
-    telemetry::init(&settings.log);
+    flow_telemetry::init(&settings.log);
     let mut metrics_registry = MetricsRegistry::new();
     let metrics = SchedulerMetrics::register(&mut metrics_registry);
     let metrics_server = flow_metrics::start(
@@ -82,42 +82,18 @@ async fn main() -> anyhow::Result<()> {
     let client = connect_nats(&settings.nats, "flow-scheduler", InitialConnect::Retry)
         .await
         .context("cannot connect to NATS (FLOW_NATS_URL)")?;
-    let ack_wait = args
-        .job_ack_wait
-        .unwrap_or(flow_scheduler::exec::JOB_ACK_WAIT);
+    let ack_wait = args.job_ack_wait.unwrap_or(flow_scheduler::JOB_ACK_WAIT);
     let scheduler = Scheduler::start_with_metrics(client.clone(), store, ack_wait, metrics)
         .await
-        .map_err(|e| anyhow::anyhow!(e))
         .context("cannot start the scheduler (JetStream set-up or flow.api)")?;
     tracing::info!(nats = %settings.nats.url, "serving flow.api");
 
-    shutdown_signal().await;
+    flow_telemetry::shutdown_signal().await;
     tracing::info!("shutting down");
-    scheduler.stop().await.map_err(|e| anyhow::anyhow!(e))?;
+    scheduler.stop().await?;
     client.drain().await?;
     if let Some(server) = metrics_server {
         server.stop().await;
     }
     Ok(())
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = ctrl_c => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
 }

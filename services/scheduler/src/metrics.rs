@@ -4,35 +4,25 @@
 //! or ignored, the outbox, submissions by outcome, and deadline failures.
 //! The README's "Metrics and alerts" lists them with what to alert on.
 
-use std::sync::Arc;
 use std::time::Duration;
 
+use flow_engine::lifecycle::Applied;
 use flow_metrics::{MetricsRegistry, duration_buckets};
+use flow_protocol::TaskStatus;
 use flow_store::Store;
 use flow_store::stats::StepTiming;
-use flow_store::tasks::Applied;
+use flow_telemetry::ErrorChain;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Unit;
-use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
 
 /// How often the gauges read from the database are refreshed: often
 /// enough for a 15 s scrape interval, rare enough to cost nothing.
 pub const GAUGE_REFRESH: Duration = Duration::from_secs(5);
-
-/// Every task status (`tasks.status` in the migrations): each is exported,
-/// zero when no task has it, so that a status that empties drops to 0.
-pub const TASK_STATUSES: [&str; 6] = [
-    "waiting",
-    "pending",
-    "running",
-    "completed",
-    "failed",
-    "terminated",
-];
 
 /// A task, stage or step status.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -195,9 +185,9 @@ impl SchedulerMetrics {
         for outcome in ["applied", "ignored", "error"] {
             let _ = m.results.get_or_create(&OutcomeLabels { outcome });
         }
-        for status in ["completed", "failed", "terminated"] {
+        for status in TaskStatus::ALL.iter().filter(|s| s.is_final()) {
             let _ = m.tasks_finished.get_or_create(&StatusLabels {
-                status: status.to_owned(),
+                status: status.as_str().to_owned(),
             });
         }
         m
@@ -229,16 +219,16 @@ impl SchedulerMetrics {
     /// Counts an applied or ignored result and, when it was applied, the
     /// step's duration, its stage's when the result closed it, and the
     /// task's end.
-    pub fn result(&self, applied: &Applied, timing: Option<&StepTiming>) {
+    pub fn result(&self, applied: Applied, timing: Option<&StepTiming>) {
         let outcome = match applied {
             Applied::Ignored => "ignored",
-            Applied::Recorded | Applied::Finished { .. } => "applied",
+            Applied::Recorded | Applied::Finished(_) => "applied",
         };
         self.results.get_or_create(&OutcomeLabels { outcome }).inc();
-        if let Applied::Finished { status, .. } = applied {
+        if let Applied::Finished(status) = applied {
             self.tasks_finished
                 .get_or_create(&StatusLabels {
-                    status: (*status).to_owned(),
+                    status: status.as_str().to_owned(),
                 })
                 .inc();
         }
@@ -248,15 +238,15 @@ impl SchedulerMetrics {
         if let Some(seconds) = timing.seconds {
             self.step_duration
                 .get_or_create(&StepLabels {
-                    component_type: timing.component_type.clone(),
-                    status: timing.status.clone(),
+                    component_type: timing.component_type.as_str().to_owned(),
+                    status: timing.status.as_str().to_owned(),
                 })
                 .observe(seconds);
         }
         if let Some((status, seconds)) = &timing.stage_finished {
             self.stage_duration
                 .get_or_create(&StatusLabels {
-                    status: status.clone(),
+                    status: status.as_str().to_owned(),
                 })
                 .observe(*seconds);
         }
@@ -265,33 +255,32 @@ impl SchedulerMetrics {
     /// Reads the gauges from the database once.
     pub async fn refresh(&self, store: &Store) -> Result<(), flow_store::StoreError> {
         let gauges = store.gauges().await?;
-        for status in TASK_STATUSES {
+        // Every status is exported, zero when no task has it, so that a
+        // status that empties drops to 0.
+        for status in TaskStatus::ALL {
             let n = gauges.tasks.get(status).copied().unwrap_or(0);
             self.tasks
                 .get_or_create(&StatusLabels {
-                    status: status.to_owned(),
+                    status: status.as_str().to_owned(),
                 })
                 .set(n);
         }
         self.queue_depth
-            .set(gauges.tasks.get("waiting").copied().unwrap_or(0));
+            .set(gauges.tasks.get(&TaskStatus::Waiting).copied().unwrap_or(0));
         self.outbox_pending.set(gauges.outbox_pending);
         self.steps_overdue.set(gauges.steps_overdue);
         Ok(())
     }
 
     /// Refreshes the gauges every [`GAUGE_REFRESH`] until `stop`.
-    pub async fn run_refresh(self, store: Store, stop: Arc<Notify>) {
+    pub async fn run_refresh(self, store: Store, stop: CancellationToken) {
         loop {
             if let Err(error) = self.refresh(&store).await {
-                tracing::warn!(
-                    error = &error as &dyn std::error::Error,
-                    "metrics refresh failed"
-                );
+                tracing::warn!(error = %ErrorChain(&error), "metrics refresh failed");
             }
             tokio::select! {
                 // Cancel-safe: both only wait.
-                _ = stop.notified() => return,
+                () = stop.cancelled() => return,
                 _ = tokio::time::sleep(GAUGE_REFRESH) => {}
             }
         }

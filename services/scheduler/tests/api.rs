@@ -8,35 +8,23 @@ use flow_protocol::api::{ApiError, ErrorCode, decode_reply};
 use flow_protocol::subjects::api_subject;
 use flow_scheduler::Scheduler;
 use flow_store::Store;
-use flow_tests::{NatsServer, TestDb};
+use flow_testenv::Stack;
+use flow_tests::TestDb;
 use serde_json::{Value, json};
 
-struct Env {
-    // Field order = drop order: the service stops before the server.
-    service: Option<Scheduler>,
-    client: async_nats::Client,
-    store: Store,
-    _db: TestDb,
-    nats: NatsServer,
+/// A scheduler on a private server and a fresh database.
+struct Env(Stack);
+
+impl std::ops::Deref for Env {
+    type Target = Stack;
+    fn deref(&self) -> &Stack {
+        &self.0
+    }
 }
 
 impl Env {
     async fn new() -> Env {
-        let nats = NatsServer::start();
-        let db = TestDb::create().await;
-        let store = Store::connect(db.url(), 5).await.expect("connect store");
-        store.migrate().await.expect("migrate");
-        let client = async_nats::connect(nats.url()).await.expect("connect nats");
-        let service = Scheduler::start(client.clone(), store.clone())
-            .await
-            .expect("start api");
-        Env {
-            service: Some(service),
-            client,
-            store,
-            _db: db,
-            nats,
-        }
+        Env(Stack::builder().start().await)
     }
 
     /// A second scheduler's API on its own connection, same database.
@@ -52,27 +40,8 @@ impl Env {
         raw_on(&self.client, endpoint, body).await
     }
 
-    async fn call(&self, endpoint: &str, body: Value) -> Result<Value, ApiError> {
-        self.raw(endpoint, serde_json::to_vec(&body).unwrap()).await
-    }
-
-    async fn ok(&self, endpoint: &str, body: Value) -> Value {
-        self.call(endpoint, body)
-            .await
-            .unwrap_or_else(|e| panic!("{endpoint} failed: {e} {:?}", e.details))
-    }
-
-    async fn err(&self, endpoint: &str, body: Value) -> ApiError {
-        match self.call(endpoint, body).await {
-            Ok(v) => panic!("{endpoint} succeeded: {v}"),
-            Err(e) => e,
-        }
-    }
-
-    async fn stop(mut self) {
-        if let Some(s) = self.service.take() {
-            s.stop().await.expect("stop");
-        }
+    async fn stop(self) {
+        self.0.stop().await;
     }
 }
 

@@ -6,27 +6,19 @@
 //! FLOW_PARKED with the reason (streams), nothing is lost, every consumer
 //! goes on, and a flood of duplicate submissions makes exactly one task.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_nats::jetstream::{self, consumer};
-use flow_hardware::ManagerRegistry;
-use flow_protocol::api::{ApiError, ErrorCode, decode_reply, endpoint};
+use flow_protocol::api::{ApiError, Endpoint, ErrorCode, endpoint};
 use flow_protocol::jobs::{
     HEADER_PARKED_AT, HEADER_PARKED_REASON, HEADER_PARKED_SIZE, HEADER_PARKED_STREAM,
     HEADER_PARKED_SUBJECT, HEADER_PARKED_TRUNCATED, STREAM_PARKED,
 };
 use flow_protocol::subjects::api_subject;
-use flow_rack_sim::{InitialPower, SimConfig, Simulator};
-use flow_redfish::CredentialStore;
-use flow_redfish::RedfishSettings;
-use flow_redfish::lifecycle::LifecycleClient;
-use flow_scheduler::Scheduler;
-use flow_store::Store;
-use flow_tests::{NatsServer, TestDb};
+use flow_rack_sim::{InitialPower, SimConfig};
+use flow_testenv::Stack;
 use futures::StreamExt;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
 /// The test server's `max_payload` (the default is 1 MiB).
 const MAX_PAYLOAD: usize = 64 * 1024;
@@ -35,71 +27,32 @@ const MAX_PAYLOAD: usize = 64 * 1024;
 /// requests behind [`flow_scheduler::api::MAX_CONCURRENT_REQUESTS`].
 const REPLY_WAIT: Duration = Duration::from_secs(120);
 
-struct Env {
-    scheduler: Option<Scheduler>,
-    worker_stop: Arc<Notify>,
-    worker: Option<tokio::task::JoinHandle<()>>,
-    client: async_nats::Client,
-    js: jetstream::Context,
-    sim: Option<Simulator>,
-    _db: TestDb,
-    _nats: NatsServer,
-}
+/// The whole stack, a small rack that is on, and one quick rule.
+struct Env(Stack);
 
-fn registry(sim: &Simulator) -> ManagerRegistry {
-    let credentials = Arc::new(CredentialStore::single("sim-bmc", "root", "0penBmc"));
-    let settings = RedfishSettings::default();
-    let lifecycle = LifecycleClient::new(
-        &format!("{}/lifecycle/v1", sim.admin_url()),
-        settings.http_client().unwrap(),
-        Arc::clone(&credentials),
-        "sim-bmc",
-    );
-    flow_redfish::registry(&settings, credentials, Some(lifecycle)).unwrap()
+impl std::ops::Deref for Env {
+    type Target = Stack;
+    fn deref(&self) -> &Stack {
+        &self.0
+    }
 }
 
 impl Env {
     async fn new() -> Env {
-        let nats = NatsServer::start_with_config(&format!("max_payload: {MAX_PAYLOAD}"));
-        let db = TestDb::create().await;
-        let store = Store::connect(db.url(), 5).await.unwrap();
-        store.migrate().await.unwrap();
-        let client = async_nats::connect(nats.url()).await.unwrap();
-        assert_eq!(client.max_payload(), MAX_PAYLOAD);
-        let scheduler = Scheduler::start(client.clone(), store).await.unwrap();
-        let sim = flow_rack_sim::start(SimConfig {
-            admin_port: 0,
-            time_scale: 0.01,
-            initial_power: InitialPower::On,
-            compute: 2,
-            nvswitch: 1,
-            powershelf: 1,
-            ..SimConfig::default()
-        })
-        .await
-        .unwrap();
-        let worker_stop = Arc::new(Notify::new());
-        let worker = {
-            let (client, registry, stop) =
-                (client.clone(), registry(&sim), Arc::clone(&worker_stop));
-            tokio::spawn(async move {
-                flow_worker::run(client, registry, flow_worker::WorkerConfig::default(), stop)
-                    .await
-                    .expect("worker");
+        let stack = Stack::builder()
+            .nats_config(&format!("max_payload: {MAX_PAYLOAD}"))
+            .simulator(SimConfig {
+                time_scale: 0.01,
+                initial_power: InitialPower::On,
+                compute: 2,
+                nvswitch: 1,
+                powershelf: 1,
+                ..SimConfig::default()
             })
-        };
-        let env = Env {
-            scheduler: Some(scheduler),
-            worker_stop,
-            worker: Some(worker),
-            js: jetstream::new(client.clone()),
-            client,
-            sim: Some(sim),
-            _db: db,
-            _nats: nats,
-        };
-        let rack = serde_json::to_value(&env.sim.as_ref().unwrap().inventory()[0]).unwrap();
-        env.ok("rack.create", json!({"rack": rack})).await;
+            .start()
+            .await;
+        assert_eq!(stack.client.max_payload(), MAX_PAYLOAD);
+        let env = Env(stack);
         // One quick rule: power shelves and compute trays are already on.
         let definition = json!({"version": "v1", "steps": [
             {"component_type": "powershelf", "stage": 1, "main_operation": {"name": "PowerControl"}},
@@ -116,23 +69,7 @@ impl Env {
 
     /// Sends raw bytes to an endpoint and decodes the envelope.
     async fn raw(&self, endpoint: &str, body: Vec<u8>) -> Result<Value, ApiError> {
-        let reply = self
-            .client
-            .send_request(
-                api_subject(endpoint),
-                async_nats::Request::new()
-                    .payload(body.into())
-                    .timeout(Some(REPLY_WAIT)),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("{endpoint}: no reply: {e}"));
-        decode_reply::<Value>(&reply.payload)
-    }
-
-    async fn ok(&self, endpoint: &str, body: Value) -> Value {
-        self.raw(endpoint, serde_json::to_vec(&body).unwrap())
-            .await
-            .unwrap_or_else(|e| panic!("{endpoint}: {e} {:?}", e.details))
+        self.0.raw(endpoint, body, REPLY_WAIT).await
     }
 
     /// A hostile body must be refused with `bad_request` and a message that
@@ -155,24 +92,6 @@ impl Env {
         );
         assert!(e.message.len() < 1024, "{endpoint}: a capped message: {e}");
         e
-    }
-
-    /// Waits (bounded) until the task reaches a final status.
-    async fn finish(&self, task: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let t = self.ok("task.get", json!({"id": task})).await;
-            if ["completed", "failed", "terminated"].contains(&t["status"].as_str().unwrap()) {
-                return t;
-            }
-            assert!(Instant::now() < deadline, "task never finished: {t}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    async fn stream_messages(&self, stream: &str) -> u64 {
-        let mut s = self.js.get_stream(stream).await.unwrap();
-        s.info().await.unwrap().state.messages
     }
 
     /// Waits (bounded) until FLOW_PARKED holds `n` messages, then reads them.
@@ -215,17 +134,8 @@ impl Env {
         out
     }
 
-    async fn stop(mut self) {
-        self.worker_stop.notify_waiters();
-        if let Some(w) = self.worker.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
-        }
-        if let Some(s) = self.scheduler.take() {
-            s.stop().await.unwrap();
-        }
-        if let Some(sim) = self.sim.take() {
-            sim.shutdown().await;
-        }
+    async fn stop(self) {
+        self.0.stop().await;
     }
 }
 
@@ -245,116 +155,126 @@ fn endpoint_cases() -> Vec<Case> {
         {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}]});
     vec![
         (
-            endpoint::RULE_CREATE,
+            endpoint::RuleCreate::NAME,
             json!({"name": "r", "operation_type": "power_control", "operation": "power_on",
                    "definition": definition}),
             ("is_default", json!("yes")),
             Some("operation_type"),
         ),
         (
-            endpoint::RULE_BATCH_CREATE,
+            endpoint::RuleBatchCreate::NAME,
             json!({"batch": {"version": "v1", "rules": []}}),
             ("overwrite", json!(1)),
             Some("batch"),
         ),
         (
-            endpoint::RULE_GET,
+            endpoint::RuleGet::NAME,
             json!({"id": id}),
             ("id", json!(42)),
             Some("id"),
         ),
         (
-            endpoint::RULE_LIST,
+            endpoint::RuleList::NAME,
             json!({"limit": 5}),
             ("limit", json!("five")),
             None,
         ),
         (
-            endpoint::RULE_UPDATE,
+            endpoint::RuleUpdate::NAME,
             json!({"id": id, "name": "n"}),
             ("name", json!(["n"])),
             Some("id"),
         ),
         (
-            endpoint::RULE_DELETE,
+            endpoint::RuleDelete::NAME,
             json!({"id": id}),
             ("force", json!("please")),
             Some("id"),
         ),
         (
-            endpoint::RULE_SET_DEFAULT,
+            endpoint::RuleSetDefault::NAME,
             json!({"id": id}),
             ("id", json!(true)),
             Some("id"),
         ),
         (
-            endpoint::RULE_ASSOCIATE,
+            endpoint::RuleAssociate::NAME,
             json!({"rack": "rack-01", "rule_id": id}),
             ("rule_id", json!(7)),
             Some("rule_id"),
         ),
         (
-            endpoint::RULE_DISASSOCIATE,
+            endpoint::RuleDisassociate::NAME,
             json!({"rack": "rack-01", "operation": "power_on"}),
             ("operation", json!(3)),
             Some("operation"),
         ),
         (
-            endpoint::RULE_RESOLVE,
+            endpoint::RuleResolve::NAME,
             json!({"rack": "rack-01", "operation": "power_on"}),
             ("rule_id", json!([])),
             Some("rack"),
         ),
         (
-            endpoint::RULE_HISTORY,
+            endpoint::RuleHistory::NAME,
             json!({"id": id}),
             ("id", json!({"uuid": id})),
             Some("id"),
         ),
         (
-            endpoint::RACK_CREATE,
+            endpoint::RackCreate::NAME,
             json!({"rack": {"name": "r2", "components": []}}),
             ("rack", json!("r2")),
             Some("rack"),
         ),
         (
-            endpoint::RACK_GET,
+            endpoint::RackGet::NAME,
             json!({"rack": "rack-01"}),
             ("rack", json!(42)),
             Some("rack"),
         ),
-        (endpoint::RACK_LIST, json!({}), ("rack", json!(1)), None),
         (
-            endpoint::RACK_DELETE,
+            endpoint::RackList::NAME,
+            json!({}),
+            ("rack", json!(1)),
+            None,
+        ),
+        (
+            endpoint::RackDelete::NAME,
             json!({"rack": "rack-01"}),
             ("rack", json!(null)),
             Some("rack"),
         ),
         (
-            endpoint::TASK_SUBMIT,
+            endpoint::TaskSubmit::NAME,
             json!({"request_id": "r", "racks": ["rack-01"], "operation": "power_on"}),
             ("racks", json!("rack-01")),
             Some("operation"),
         ),
         (
-            endpoint::TASK_GET,
+            endpoint::TaskGet::NAME,
             json!({"id": id}),
             ("id", json!(1.5)),
             Some("id"),
         ),
         (
-            endpoint::TASK_LIST,
+            endpoint::TaskList::NAME,
             json!({"limit": 1}),
             ("limit", json!(-1)),
             None,
         ),
         (
-            endpoint::TASK_CANCEL,
+            endpoint::TaskCancel::NAME,
             json!({"id": id}),
             ("id", json!("not-a-uuid")),
             Some("id"),
         ),
-        (endpoint::TASK_COUNTS, json!({}), ("since", json!(0)), None),
+        (
+            endpoint::TaskCounts::NAME,
+            json!({}),
+            ("since", json!(0)),
+            None,
+        ),
     ]
 }
 
@@ -383,7 +303,7 @@ async fn every_endpoint_answers_hostile_requests_with_an_error_naming_the_field(
         let mut body = good.clone();
         body[field] = wrong.clone();
         let e = env.refused(name, bytes(&body), field).await;
-        if name != endpoint::TASK_COUNTS && name != endpoint::RACK_LIST {
+        if name != endpoint::TaskCounts::NAME && name != endpoint::RackList::NAME {
             assert!(
                 e.message
                     .starts_with(&format!("request body is not a valid request: {field}: ")),

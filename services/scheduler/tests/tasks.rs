@@ -1,113 +1,55 @@
 //! Tasks end to end: a real nats-server, a fresh Postgres database, the
 //! scheduler, an in-process worker and the rack simulator over HTTP.
 
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use flow_hardware::ManagerRegistry;
 use flow_protocol::api::decode_reply;
 use flow_protocol::subjects::api_subject;
-use flow_rack_sim::{InitialPower, SimConfig, Simulator};
-use flow_redfish::CredentialStore;
-use flow_redfish::RedfishSettings;
-use flow_redfish::lifecycle::LifecycleClient;
-use flow_scheduler::Scheduler;
-use flow_store::Store;
-use flow_tests::{NatsServer, TestDb};
+use flow_rack_sim::{InitialPower, SimConfig};
+use flow_testenv::Stack;
 use serde_json::{Value, json};
-use tokio::sync::Notify;
 
-struct Env {
-    scheduler: Option<Scheduler>,
-    worker_stop: Arc<Notify>,
-    worker: Option<tokio::task::JoinHandle<()>>,
-    client: async_nats::Client,
-    sim: Option<Simulator>,
-    _db: TestDb,
-    nats: NatsServer,
+/// The whole stack with a small rack (4 compute, 2 switch, 2 shelves) at
+/// 1 % of real time, one worker, and the test's helpers.
+struct Env(Stack);
+
+impl std::ops::Deref for Env {
+    type Target = Stack;
+    fn deref(&self) -> &Stack {
+        &self.0
+    }
 }
 
-fn registry(sim: &Simulator) -> ManagerRegistry {
-    let credentials = Arc::new(CredentialStore::single("sim-bmc", "root", "0penBmc"));
-    let settings = RedfishSettings::default();
-    let lifecycle = LifecycleClient::new(
-        &format!("{}/lifecycle/v1", sim.admin_url()),
-        settings.http_client().unwrap(),
-        Arc::clone(&credentials),
-        "sim-bmc",
-    );
-    flow_redfish::registry(&settings, credentials, Some(lifecycle)).unwrap()
+impl std::ops::DerefMut for Env {
+    fn deref_mut(&mut self) -> &mut Stack {
+        &mut self.0
+    }
 }
 
 impl Env {
     async fn new(initial_power: InitialPower) -> Env {
-        Self::with_ack_wait(initial_power, flow_scheduler::exec::JOB_ACK_WAIT).await
+        Self::with_ack_wait(initial_power, flow_scheduler::JOB_ACK_WAIT).await
     }
 
     async fn with_ack_wait(initial_power: InitialPower, ack_wait: Duration) -> Env {
-        let nats = NatsServer::start();
-        let db = TestDb::create().await;
-        let store = Store::connect(db.url(), 5).await.unwrap();
-        store.migrate().await.unwrap();
-        let client = async_nats::connect(nats.url()).await.unwrap();
-        let scheduler = Scheduler::start_with(client.clone(), store, ack_wait)
-            .await
-            .expect("scheduler");
-        let sim = flow_rack_sim::start(SimConfig {
-            admin_port: 0,
-            time_scale: 0.01,
-            initial_power,
-            compute: 4,
-            nvswitch: 2,
-            powershelf: 2,
-            ..SimConfig::default()
-        })
-        .await
-        .unwrap();
-        let worker_stop = Arc::new(Notify::new());
-        let worker = {
-            let (client, registry, stop) =
-                (client.clone(), registry(&sim), Arc::clone(&worker_stop));
-            tokio::spawn(async move {
-                flow_worker::run(client, registry, flow_worker::WorkerConfig::default(), stop)
-                    .await
-                    .expect("worker");
+        Env(Stack::builder()
+            .job_ack_wait(ack_wait)
+            .simulator(SimConfig {
+                time_scale: 0.01,
+                initial_power,
+                compute: 4,
+                nvswitch: 2,
+                powershelf: 2,
+                ..SimConfig::default()
             })
-        };
-        let env = Env {
-            scheduler: Some(scheduler),
-            worker_stop,
-            worker: Some(worker),
-            client,
-            sim: Some(sim),
-            _db: db,
-            nats,
-        };
-        let rack = serde_json::to_value(&env.sim().inventory()[0]).unwrap();
-        env.ok("rack.create", json!({"rack": rack})).await;
-        env
+            .start()
+            .await)
     }
 
     /// Kills the worker as a crash would: its future is dropped mid-await,
     /// nothing is checkpointed or acknowledged on the way out.
     async fn kill_worker(&mut self) {
-        if let Some(w) = self.worker.take() {
-            w.abort();
-            let _ = w.await;
-        }
-    }
-
-    fn start_worker(&mut self) {
-        let (client, registry, stop) = (
-            self.client.clone(),
-            registry(self.sim()),
-            Arc::clone(&self.worker_stop),
-        );
-        self.worker = Some(tokio::spawn(async move {
-            flow_worker::run(client, registry, flow_worker::WorkerConfig::default(), stop)
-                .await
-                .expect("worker");
-        }));
+        self.kill_workers().await;
     }
 
     /// Commands the simulator accepted per component.
@@ -126,34 +68,6 @@ impl Env {
             .collect()
     }
 
-    fn sim(&self) -> &Simulator {
-        self.sim.as_ref().unwrap()
-    }
-
-    async fn call(
-        &self,
-        endpoint: &str,
-        body: Value,
-    ) -> Result<Value, flow_protocol::api::ApiError> {
-        let reply = tokio::time::timeout(
-            Duration::from_secs(10),
-            self.client.request(
-                api_subject(endpoint),
-                serde_json::to_vec(&body).unwrap().into(),
-            ),
-        )
-        .await
-        .expect("reply in time")
-        .expect("request");
-        decode_reply(&reply.payload)
-    }
-
-    async fn ok(&self, endpoint: &str, body: Value) -> Value {
-        self.call(endpoint, body)
-            .await
-            .unwrap_or_else(|e| panic!("{endpoint}: {e} {:?}", e.details))
-    }
-
     async fn submit(&self, request_id: &str, operation: &str, extra: Value) -> Value {
         let mut body =
             json!({"request_id": request_id, "racks": ["rack-01"], "operation": operation});
@@ -165,28 +79,13 @@ impl Env {
 
     /// Waits (bounded) until the task's first step is running.
     async fn until_first_step_runs(&self, task: &str) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            let t = self.ok("task.get", json!({"id": task})).await;
-            if t["steps"][0]["status"] == "running" {
-                return;
-            }
-            assert!(Instant::now() < deadline, "the first step never ran: {t}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    }
-
-    /// Waits (bounded) for a task to reach a final status.
-    async fn finish(&self, task: &str) -> Value {
-        let deadline = Instant::now() + Duration::from_secs(60);
-        loop {
-            let t = self.ok("task.get", json!({"id": task})).await;
-            if ["completed", "failed", "terminated"].contains(&t["status"].as_str().unwrap()) {
-                return t;
-            }
-            assert!(Instant::now() < deadline, "task never finished: {t}");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        self.until_task(
+            task,
+            "the first step never ran",
+            Duration::from_secs(20),
+            |t| t["steps"][0]["status"] == "running",
+        )
+        .await;
     }
 
     async fn power(&self) -> Vec<(String, String)> {
@@ -205,17 +104,8 @@ impl Env {
             .collect()
     }
 
-    async fn stop(mut self) {
-        self.worker_stop.notify_waiters();
-        if let Some(w) = self.worker.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(10), w).await;
-        }
-        if let Some(s) = self.scheduler.take() {
-            s.stop().await.unwrap();
-        }
-        if let Some(sim) = self.sim.take() {
-            sim.shutdown().await;
-        }
+    async fn stop(self) {
+        self.0.stop().await;
     }
 }
 
@@ -397,7 +287,7 @@ async fn a_failing_step_fails_the_task_and_no_later_stage_starts() {
 
     // Nothing to do is an error, not a success.
     let e = env
-        .call("task.submit", json!({"request_id": "r2", "racks": ["rack-01"], "operation": "upgrade", "component_types": ["PowerShelf"]}))
+        .call_json("task.submit", json!({"request_id": "r2", "racks": ["rack-01"], "operation": "upgrade", "component_types": ["PowerShelf"]}))
         .await
         .unwrap();
     assert!(
@@ -408,7 +298,7 @@ async fn a_failing_step_fails_the_task_and_no_later_stage_starts() {
         "{e}"
     );
     let e = env
-        .call(
+        .call_json(
             "task.submit",
             json!({"request_id": "r3", "racks": ["no-such-rack"], "operation": "power_on"}),
         )
@@ -506,7 +396,7 @@ async fn a_step_failed_past_its_deadline_while_nats_is_down_is_still_stopped() {
     // the past, as if its budget had run out) and the scheduler's sweeper
     // fails it and its task. The cancel mark cannot reach NATS now.
     tokio::task::block_in_place(|| env.nats.kill());
-    let db = sqlx::PgPool::connect(env._db.url()).await.unwrap();
+    let db = sqlx::PgPool::connect(env.db.url()).await.unwrap();
     sqlx::query(
         "UPDATE task_steps SET deadline = now() - interval '1 second' WHERE task_id = $1::uuid",
     )
@@ -882,10 +772,8 @@ async fn a_scheduler_restart_mid_task_loses_nothing() {
         assert!(Instant::now() < deadline, "stage 3 never started: {t}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    env.scheduler.take().unwrap().stop().await.unwrap();
-    let store = Store::connect(env._db.url(), 5).await.unwrap();
-    store.migrate().await.unwrap();
-    env.scheduler = Some(Scheduler::start(env.client.clone(), store).await.unwrap());
+    env.stop_schedulers().await;
+    env.start_scheduler().await;
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "completed", "{t:#}");
     assert!(env.power().await.iter().all(|(_, p)| p == "On"));
@@ -1001,8 +889,7 @@ async fn two_schedulers_never_advance_a_task_twice() {
     let mut env = Env::new(InitialPower::Off).await;
     // A second scheduler on the same database and NATS server: both consume
     // results, both sweep the outbox and deadlines.
-    let store = Store::connect(env._db.url(), 5).await.unwrap();
-    let second = Scheduler::start(env.client.clone(), store).await.unwrap();
+    env.start_scheduler().await;
     env.ok(
         "rule.create",
         json!({"name": "on", "operation_type": "power_control", "operation": "power_on",
@@ -1026,8 +913,7 @@ async fn two_schedulers_never_advance_a_task_twice() {
     for (name, n) in env.commands() {
         assert_eq!(n, 1, "{name} commanded {n} times");
     }
-    second.stop().await.unwrap();
-    env.scheduler.take().unwrap().stop().await.unwrap();
+    env.stop_schedulers().await;
     env.stop().await;
 }
 
@@ -1111,14 +997,8 @@ async fn a_stopping_worker_hands_its_job_back_and_another_finishes_it() {
     // SIGTERM's path: stop pulling, checkpoint, hand back. The worker must
     // return promptly, not after the Sleep.
     let stopped_at = Instant::now();
-    env.worker_stop.notify_waiters();
-    let worker = env.worker.take().unwrap();
-    tokio::time::timeout(Duration::from_secs(10), worker)
-        .await
-        .expect("the worker stops within 10 s")
-        .unwrap();
+    assert!(env.stop_workers().await, "the worker stops within 10 s");
     assert!(stopped_at.elapsed() < Duration::from_secs(10));
-    env.worker_stop = Arc::new(Notify::new());
     env.start_worker();
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "completed", "{t:#}");

@@ -61,7 +61,7 @@ async fn main() -> anyhow::Result<()> {
         settings.nats.url = url;
     }
     settings.validate_nats()?;
-    flow_config_log(&settings);
+    flow_telemetry::init(&settings.log);
     let credentials = Arc::new(
         CredentialStore::from_yaml_file(&args.credentials_file, &|k| std::env::var(k).ok())
             .context("BMC credentials (FLOW_BMC_CREDENTIALS_FILE)")?,
@@ -93,13 +93,12 @@ async fn main() -> anyhow::Result<()> {
     let client = connect_nats(&settings.nats, "flow-worker", InitialConnect::Retry)
         .await
         .context("cannot connect to NATS (FLOW_NATS_URL)")?;
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let signal = Arc::clone(&stop);
+    let stop = tokio_util::sync::CancellationToken::new();
+    let signal = stop.clone();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        flow_telemetry::shutdown_signal().await;
         tracing::info!("stopping: no new jobs; jobs in flight checkpoint and hand back");
-        // notify_one keeps the signal until the worker loop looks.
-        signal.notify_one();
+        signal.cancel();
     });
     tracing::info!(max_jobs = args.max_jobs, "worker running");
     flow_worker::run_with_metrics(
@@ -117,30 +116,4 @@ async fn main() -> anyhow::Result<()> {
         server.stop().await;
     }
     Ok(())
-}
-
-fn flow_config_log(settings: &Settings) {
-    let filter = tracing_subscriber::EnvFilter::try_new(&settings.log.filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    let _ = match settings.log.format {
-        flow_config::LogFormat::Text => builder.try_init(),
-        flow_config::LogFormat::Json => builder.json().try_init(),
-    };
-}
-
-async fn shutdown_signal() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
 }

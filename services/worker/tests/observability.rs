@@ -12,10 +12,8 @@ use flow_metrics::MetricsRegistry;
 use flow_protocol::api::decode_reply;
 use flow_protocol::subjects::api_subject;
 use flow_rack_sim::{InitialPower, SimConfig};
-use flow_scheduler::Scheduler;
 use flow_scheduler::metrics::SchedulerMetrics;
-use flow_store::Store;
-use flow_tests::{NatsServer, TestDb};
+use flow_testenv::Stack;
 use serde_json::{Value, json};
 use tokio::io::AsyncBufReadExt;
 
@@ -93,43 +91,32 @@ async fn call(client: &async_nats::Client, endpoint: &str, body: Value) -> Value
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_task_moves_the_worker_and_scheduler_metrics_and_logs_carry_job_fields() {
-    let nats = NatsServer::start();
-    let db = TestDb::create().await;
-    let store = Store::connect(db.url(), 5).await.unwrap();
-    store.migrate().await.unwrap();
-    let client = async_nats::connect(nats.url()).await.unwrap();
     let mut registry = MetricsRegistry::new();
     let metrics = SchedulerMetrics::register(&mut registry);
     let scheduler_metrics = flow_metrics::serve("127.0.0.1:0".parse().unwrap(), registry)
         .await
         .unwrap();
-    let scheduler = Scheduler::start_with_metrics(
-        client.clone(),
-        store,
-        flow_scheduler::exec::JOB_ACK_WAIT,
-        metrics,
-    )
-    .await
-    .unwrap();
-    let sim = flow_rack_sim::start(SimConfig {
-        admin_port: 0,
-        time_scale: 0.01,
-        initial_power: InitialPower::Off,
-        compute: 1,
-        nvswitch: 1,
-        powershelf: 1,
-        ..SimConfig::default()
-    })
-    .await
-    .unwrap();
-    let rack = serde_json::to_value(&sim.inventory()[0]).unwrap();
-    call(&client, "rack.create", json!({"rack": rack})).await;
+    // The scheduler in-process (with its metrics), the worker as a binary.
+    let stack = Stack::builder()
+        .scheduler_metrics(metrics)
+        .simulator(SimConfig {
+            time_scale: 0.01,
+            initial_power: InitialPower::Off,
+            compute: 1,
+            nvswitch: 1,
+            powershelf: 1,
+            ..SimConfig::default()
+        })
+        .workers(0)
+        .start()
+        .await;
+    let (client, nats) = (&stack.client, &stack.nats);
     // Shelves on, then (after a 1.5 s Sleep: a durable wait, so a nak and a
     // redelivery) the compute tray.
     let verify = json!({"name": "VerifyPowerStatus", "timeout": "20s", "poll_interval": "50ms",
                         "parameters": {"expected_status": "on"}});
     call(
-        &client,
+        client,
         "rule.create",
         json!({"name": "obs on", "operation_type": "power_control",
         "operation": "power_on", "is_default": true, "definition": {"version": "v1", "steps": [
@@ -175,7 +162,7 @@ async fn a_task_moves_the_worker_and_scheduler_metrics_and_logs_carry_job_fields
     let worker_metrics = metrics_addr(&lines).await;
 
     let submitted = call(
-        &client,
+        client,
         "task.submit",
         json!({"request_id": "obs-1", "racks": ["rack-01"], "operation": "power_on"}),
     )
@@ -186,7 +173,7 @@ async fn a_task_moves_the_worker_and_scheduler_metrics_and_logs_carry_job_fields
         .to_owned();
     let deadline = Instant::now() + Duration::from_secs(60);
     let t = loop {
-        let t = call(&client, "task.get", json!({"id": task})).await;
+        let t = call(client, "task.get", json!({"id": task})).await;
         if ["completed", "failed", "terminated"].contains(&t["status"].as_str().unwrap()) {
             break t;
         }
@@ -324,8 +311,7 @@ async fn a_task_moves_the_worker_and_scheduler_metrics_and_logs_carry_job_fields
         );
     }
 
-    scheduler.stop().await.unwrap();
+    stack.stop().await;
     scheduler_metrics.stop().await;
-    sim.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }

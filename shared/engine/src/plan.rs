@@ -36,6 +36,9 @@ pub struct PlannedStage {
 pub struct Plan {
     /// Stages in ascending order.
     pub stages: Vec<PlannedStage>,
+    /// Every targeted component by type, in the order given (types without
+    /// a step included: `VerifyReachability` may probe them).
+    pub components: BTreeMap<ComponentType, Vec<ComponentTarget>>,
 }
 
 /// Why a rule cannot run for these components.
@@ -106,6 +109,7 @@ pub fn plan(rule: &RuleDefinition, components: &[ComponentTarget]) -> Result<Pla
             .into_iter()
             .map(|(stage, steps)| PlannedStage { stage, steps })
             .collect(),
+        components: by_type,
     })
 }
 

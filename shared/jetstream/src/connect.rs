@@ -65,7 +65,7 @@ async fn log_event(connection: String, event: async_nats::Event) {
     use async_nats::Event;
     match event {
         Event::ServerError(error) => {
-            tracing::warn!(connection, error = %error, "NATS server reported an error");
+            tracing::warn!(connection, error = %flow_telemetry::ErrorChain(&error), "NATS server reported an error");
         }
         Event::ClientError(error) => {
             tracing::warn!(connection, error = %error, "NATS client error");

@@ -77,7 +77,7 @@ pub async fn park(
                 subject = %message.subject,
                 sequence,
                 reason,
-                error = %error,
+                error = %flow_telemetry::ErrorChain(&*error),
                 "refused message not parked yet; handed back"
             );
             let _ = message

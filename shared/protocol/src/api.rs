@@ -162,72 +162,84 @@ pub fn decode_request<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> 
 
 // ---- endpoints --------------------------------------------------------------
 
-/// Every endpoint, as `flow.api.<name>`.
-pub mod endpoint {
-    /// Create one rule.
-    pub const RULE_CREATE: &str = "rule.create";
-    /// Create a batch of rules (the YAML batch, as JSON).
-    pub const RULE_BATCH_CREATE: &str = "rule.batch_create";
-    /// Get one rule.
-    pub const RULE_GET: &str = "rule.get";
-    /// List rules.
-    pub const RULE_LIST: &str = "rule.list";
-    /// Change a rule's name, description or definition.
-    pub const RULE_UPDATE: &str = "rule.update";
-    /// Delete a rule.
-    pub const RULE_DELETE: &str = "rule.delete";
-    /// Make a rule the default for its operation.
-    pub const RULE_SET_DEFAULT: &str = "rule.set_default";
-    /// Bind a rule to a rack.
-    pub const RULE_ASSOCIATE: &str = "rule.associate";
-    /// Unbind a rack's rule for an operation.
-    pub const RULE_DISASSOCIATE: &str = "rule.disassociate";
-    /// Which rule would run, and why.
-    pub const RULE_RESOLVE: &str = "rule.resolve";
-    /// Every saved definition of a rule.
-    pub const RULE_HISTORY: &str = "rule.history";
-    /// Create a rack from a rack document.
-    pub const RACK_CREATE: &str = "rack.create";
-    /// Get a rack and its components.
-    pub const RACK_GET: &str = "rack.get";
-    /// List racks.
-    pub const RACK_LIST: &str = "rack.list";
-    /// Delete a rack.
-    pub const RACK_DELETE: &str = "rack.delete";
-    /// Submit an operation on racks (one task per rack).
-    pub const TASK_SUBMIT: &str = "task.submit";
-    /// Get a task with its steps.
-    pub const TASK_GET: &str = "task.get";
-    /// List recent tasks.
-    pub const TASK_LIST: &str = "task.list";
-    /// Cancel a task at its next action boundary.
-    pub const TASK_CANCEL: &str = "task.cancel";
-    /// Tasks by status.
-    pub const TASK_COUNTS: &str = "task.counts";
+/// A `flow.api` endpoint: its name (the subject is `flow.api.<NAME>`), the
+/// request it takes and the reply it gives. The service and the client are
+/// both written against these, so a subject cannot drift from its types.
+pub trait Endpoint {
+    /// The name, `rule.create`.
+    const NAME: &'static str;
+    /// The request body.
+    type Request: Serialize + DeserializeOwned + Send + Sync;
+    /// The reply's `result`.
+    type Reply: Serialize + DeserializeOwned + Send;
+}
 
-    /// All of them.
-    pub const ALL: [&str; 20] = [
-        RULE_CREATE,
-        RULE_BATCH_CREATE,
-        RULE_GET,
-        RULE_LIST,
-        RULE_UPDATE,
-        RULE_DELETE,
-        RULE_SET_DEFAULT,
-        RULE_ASSOCIATE,
-        RULE_DISASSOCIATE,
-        RULE_RESOLVE,
-        RULE_HISTORY,
-        RACK_CREATE,
-        RACK_GET,
-        RACK_LIST,
-        RACK_DELETE,
-        TASK_SUBMIT,
-        TASK_GET,
-        TASK_LIST,
-        TASK_CANCEL,
-        TASK_COUNTS,
-    ];
+/// Every endpoint: a marker type each, tied to its request and reply.
+pub mod endpoint {
+    use super::*;
+    use crate::task::{TaskListReply, TaskRecord};
+
+    macro_rules! endpoints {
+        ($($(#[$doc:meta])* $marker:ident = $name:literal: $req:ty => $rep:ty;)+) => {
+            $(
+                $(#[$doc])*
+                #[derive(Debug, Clone, Copy)]
+                pub struct $marker;
+
+                impl Endpoint for $marker {
+                    const NAME: &'static str = $name;
+                    type Request = $req;
+                    type Reply = $rep;
+                }
+            )+
+
+            /// Every endpoint's name.
+            pub const ALL: &[&str] = &[$($name,)+];
+        };
+    }
+
+    endpoints! {
+        /// Create one rule.
+        RuleCreate = "rule.create": super::RuleCreate => RuleRecord;
+        /// Create a batch of rules (the YAML batch, as JSON).
+        RuleBatchCreate = "rule.batch_create": super::RuleBatchCreate => BatchCreateReply;
+        /// Get one rule.
+        RuleGet = "rule.get": RuleById => RuleRecord;
+        /// List rules.
+        RuleList = "rule.list": super::RuleList => RuleListReply;
+        /// Change a rule's name, description or definition.
+        RuleUpdate = "rule.update": super::RuleUpdate => RuleRecord;
+        /// Delete a rule.
+        RuleDelete = "rule.delete": super::RuleDelete => RuleDeleteReply;
+        /// Make a rule the default for its operation.
+        RuleSetDefault = "rule.set_default": RuleById => RuleRecord;
+        /// Bind a rule to a rack.
+        RuleAssociate = "rule.associate": super::RuleAssociate => Association;
+        /// Unbind a rack's rule for an operation.
+        RuleDisassociate = "rule.disassociate": super::RuleDisassociate => DisassociateReply;
+        /// Which rule would run, and why.
+        RuleResolve = "rule.resolve": super::RuleResolve => ResolveReply;
+        /// Every saved definition of a rule.
+        RuleHistory = "rule.history": RuleById => HistoryReply;
+        /// Create a rack from a rack document.
+        RackCreate = "rack.create": super::RackCreate => RackRecord;
+        /// Get a rack and its components.
+        RackGet = "rack.get": RackByRef => RackRecord;
+        /// List racks.
+        RackList = "rack.list": super::RackList => RackListReply;
+        /// Delete a rack.
+        RackDelete = "rack.delete": RackByRef => RackDeleteReply;
+        /// Submit an operation on racks (one task per rack).
+        TaskSubmit = "task.submit": super::TaskSubmit => TaskSubmitReply;
+        /// Get a task with its steps.
+        TaskGet = "task.get": TaskById => TaskRecord;
+        /// List recent tasks.
+        TaskList = "task.list": super::TaskList => TaskListReply;
+        /// Cancel a task at its next action boundary.
+        TaskCancel = "task.cancel": TaskById => TaskCancelReply;
+        /// Tasks by status.
+        TaskCounts = "task.counts": TaskCountsRequest => crate::task::TaskCounts;
+    }
 }
 
 // ---- requests ---------------------------------------------------------------
@@ -466,6 +478,11 @@ pub struct TaskById {
     pub id: crate::ids::TaskId,
 }
 
+/// `task.counts` (no fields).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskCountsRequest {}
+
 /// `task.list`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -475,23 +492,95 @@ pub struct TaskList {
     pub limit: Option<u32>,
 }
 
-/// One rack's outcome of a submission.
+/// What a submission did for one rack.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Submission {
+    /// A new task, started.
+    Created(crate::ids::TaskId),
+    /// The request ID had already created this task.
+    Duplicate(crate::ids::TaskId),
+    /// A new task, waiting for the rack (FIFO).
+    Queued(crate::ids::TaskId),
+    /// No task: why.
+    Refused(ApiError),
+}
+
+impl Submission {
+    /// The task, unless refused.
+    pub fn task_id(&self) -> Option<crate::ids::TaskId> {
+        match self {
+            Submission::Created(id) | Submission::Duplicate(id) | Submission::Queued(id) => {
+                Some(*id)
+            }
+            Submission::Refused(_) => None,
+        }
+    }
+}
+
+/// One rack's outcome of a submission. On the wire:
+/// `{"rack", "task_id"?, "duplicate", "queued", "error"?}`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(into = "RackOutcomeWire", try_from = "RackOutcomeWire")]
 pub struct RackOutcome {
     /// The rack as named in the request.
     pub rack: String,
-    /// Its task, when one was created (or already existed for this request).
+    /// What happened.
+    pub submission: Submission,
+}
+
+#[derive(Serialize, Deserialize)]
+struct RackOutcomeWire {
+    rack: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub task_id: Option<crate::ids::TaskId>,
-    /// True when the request ID had already created this task.
+    task_id: Option<crate::ids::TaskId>,
     #[serde(default)]
-    pub duplicate: bool,
-    /// True when the task waits for the rack.
+    duplicate: bool,
     #[serde(default)]
-    pub queued: bool,
-    /// Why no task was created.
+    queued: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<ApiError>,
+    error: Option<ApiError>,
+}
+
+impl From<RackOutcome> for RackOutcomeWire {
+    fn from(o: RackOutcome) -> Self {
+        let mut wire = RackOutcomeWire {
+            rack: o.rack,
+            task_id: o.submission.task_id(),
+            duplicate: false,
+            queued: false,
+            error: None,
+        };
+        match o.submission {
+            Submission::Duplicate(_) => wire.duplicate = true,
+            Submission::Queued(_) => wire.queued = true,
+            Submission::Refused(e) => wire.error = Some(e),
+            Submission::Created(_) => {}
+        }
+        wire
+    }
+}
+
+impl TryFrom<RackOutcomeWire> for RackOutcome {
+    type Error = String;
+
+    fn try_from(w: RackOutcomeWire) -> Result<Self, Self::Error> {
+        let submission = match (w.task_id, w.error, w.duplicate, w.queued) {
+            (Some(id), None, false, false) => Submission::Created(id),
+            (Some(id), None, true, false) => Submission::Duplicate(id),
+            (Some(id), None, false, true) => Submission::Queued(id),
+            (None, Some(e), false, false) => Submission::Refused(e),
+            _ => {
+                return Err(format!(
+                    "rack {:?}: an outcome has either a task (created, duplicate or queued) or an error",
+                    w.rack
+                ));
+            }
+        };
+        Ok(RackOutcome {
+            rack: w.rack,
+            submission,
+        })
+    }
 }
 
 /// `task.submit` reply.

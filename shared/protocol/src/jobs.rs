@@ -245,6 +245,31 @@ pub fn cancel_mark_subject(task: TaskId) -> String {
     format!("$KV.{BUCKET_JOB_STATE}.{}", cancel_key(task))
 }
 
+/// A task's cancel mark, as the scheduler's outbox puts it into the
+/// job-state bucket (key `cancel.<task>`): workers watching the bucket stop
+/// the task's steps at their next action boundary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CancelMark {
+    /// Message schema (1).
+    pub schema: u32,
+    /// The task.
+    pub task_id: TaskId,
+    /// When it was set (epoch ms).
+    pub at_ms: u64,
+}
+
+impl CancelMark {
+    /// The subject of the KV put ([`cancel_mark_subject`]).
+    pub fn subject(&self) -> String {
+        cancel_mark_subject(self.task_id)
+    }
+
+    /// Its `Nats-Msg-Id`: one mark per task.
+    pub fn msg_id(&self) -> String {
+        format!("cancel/{}", self.task_id)
+    }
+}
+
 /// Identifies one delivery generation of one step of one task:
 /// `<task>.<step_index>.<generation>` (also the `Nats-Msg-Id` stem and the
 /// checkpoint key).
@@ -277,6 +302,18 @@ pub struct JobMessage {
     pub deadline_ms: u64,
     /// The work.
     pub job: StepJob,
+}
+
+impl JobMessage {
+    /// The subject it is published on (by its step's component type).
+    pub fn subject(&self) -> String {
+        job_subject(self.job.step.component_type)
+    }
+
+    /// Its `Nats-Msg-Id`: one per job generation.
+    pub fn msg_id(&self) -> String {
+        format!("job/{}", self.id)
+    }
 }
 
 /// How a step ended, as a worker reports it.
@@ -318,8 +355,8 @@ pub struct ResultMessage {
 /// One component's outcome in a step.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComponentResult {
-    /// `done`, `failed` or `pending`.
-    pub status: String,
+    /// Done, failed, or still pending when the step ended.
+    pub status: crate::status::ComponentOutcome,
     /// Last result text (e.g. `sent On`, `On`).
     pub result: String,
     /// Attempts of the last call.

@@ -1,12 +1,16 @@
 //! `flow-protocol`: Flow's wire contract, shared by every service and the
-//! CLI — typed IDs, NATS subjects, and the `flow.api` request and reply
-//! types (JSON, versioned with `schema: 1`). No I/O.
+//! CLI — typed IDs, NATS subjects, the `flow.api` endpoints with their
+//! request and reply types, task statuses, records and events, step jobs
+//! and results (JSON, versioned with `schema: 1`). No I/O.
 
 pub mod api;
 pub mod decode;
 pub mod ids;
 pub mod jobs;
 pub mod rack;
+pub mod status;
 pub mod subjects;
+pub mod task;
 
 pub use ids::{ComponentId, RackId, RuleId, TaskId};
+pub use status::{ComponentOutcome, StageStatus, StepStatus, TaskStatus};

@@ -13,3 +13,32 @@ pub const API_PREFIX: &str = "flow.api";
 pub fn api_subject(endpoint: &str) -> String {
     format!("{API_PREFIX}.{endpoint}")
 }
+
+/// The subject the outcome of a submission published on
+/// `flow.tasks.submit` is answered on: `flow.events.submit.<request_id>`,
+/// the request ID as a subject token (every character but ASCII letters,
+/// digits, `-` and `_` becomes `_`).
+pub fn submit_outcome(request_id: &str) -> String {
+    let token: String = request_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    format!("flow.events.submit.{token}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_request_id_becomes_one_subject_token() {
+        assert_eq!(
+            super::submit_outcome("bench.1 *>x"),
+            "flow.events.submit.bench_1___x"
+        );
+    }
+}

@@ -4,16 +4,16 @@
 
 use std::collections::BTreeMap;
 
-use flow_protocol::TaskId;
+use flow_protocol::{StageStatus, StepStatus, TaskId, TaskStatus};
+use flow_rules::ComponentType;
 
 use crate::{Store, StoreError};
 
 /// Gauges refreshed periodically.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Gauges {
-    /// Tasks by status (`waiting`, `pending`, `running`, `completed`,
-    /// `failed`, `terminated`); statuses with no task are absent.
-    pub tasks: BTreeMap<String, i64>,
+    /// Tasks by status; statuses with no task are absent.
+    pub tasks: BTreeMap<TaskStatus, i64>,
     /// Outbox messages not yet published.
     pub outbox_pending: i64,
     /// Running steps past their deadline (the deadline sweeper fails them
@@ -27,17 +27,28 @@ pub struct StepTiming {
     /// The rack's name.
     pub rack: String,
     /// The step's stage.
-    pub stage: i32,
-    /// The step's component type, as stored (`Compute`).
-    pub component_type: String,
-    /// The step's status (`completed`, `failed`, `cancelled`, …).
-    pub status: String,
+    pub stage: u32,
+    /// The step's component type.
+    pub component_type: ComponentType,
+    /// The step's status.
+    pub status: StepStatus,
     /// From the step's start (its jobs queued) to its result applied, when
     /// both are known.
     pub seconds: Option<f64>,
     /// Set when this step's result closed its stage: the stage's status and
     /// its length from the first step start to the last step end.
-    pub stage_finished: Option<(String, f64)>,
+    pub stage_finished: Option<(StageStatus, f64)>,
+}
+
+fn corrupt(what: &str, e: impl ToString) -> StoreError {
+    StoreError::Corrupt {
+        what: what.to_owned(),
+        reason: e.to_string(),
+    }
+}
+
+fn names(statuses: &[StepStatus]) -> Vec<&'static str> {
+    statuses.iter().map(|s| s.as_str()).collect()
 }
 
 impl Store {
@@ -52,12 +63,18 @@ impl Store {
                    (SELECT COALESCE(jsonb_object_agg(status, n), '{}'::jsonb) FROM \
                       (SELECT status, count(*) AS n FROM tasks GROUP BY status) q), \
                    (SELECT count(*) FROM outbox WHERE published_at IS NULL), \
-                   (SELECT count(*) FROM task_steps WHERE status = 'running' AND deadline < now())",
+                   (SELECT count(*) FROM task_steps WHERE status = $1 AND deadline < now())",
         )
+        .bind(StepStatus::Running.as_str())
         .fetch_one(self.pool())
         .await?;
+        let tasks = counts
+            .0
+            .into_iter()
+            .map(|(status, n)| Ok((status.parse().map_err(|e| corrupt("task counts", e))?, n)))
+            .collect::<Result<_, StoreError>>()?;
         Ok(Gauges {
-            tasks: counts.0,
+            tasks,
             outbox_pending,
             steps_overdue,
         })
@@ -66,8 +83,8 @@ impl Store {
     /// A step's timing, read after its result was applied. The stage is
     /// reported by exactly one step: the last one to finish (by finish time,
     /// then index) among those that completed or failed, once no step of the
-    /// stage is pending or running, so that two schedulers applying the last
-    /// two results of a stage do not both count it.
+    /// stage is open, so that two schedulers applying the last two results
+    /// of a stage do not both count it.
     pub async fn step_timing(
         &self,
         task: TaskId,
@@ -81,43 +98,52 @@ impl Store {
             Option<f64>,
             bool,
             Option<f64>,
-            String,
+            Vec<String>,
         );
         let row: Option<Row> = sqlx::query_as(
             "SELECT t.rack_name, s.stage, s.component_type, s.status, \
                EXTRACT(EPOCH FROM (s.finished_at - s.started_at))::float8, \
                NOT EXISTS (SELECT 1 FROM task_steps o WHERE o.task_id = s.task_id AND o.stage = s.stage \
-                   AND (o.status IN ('pending', 'running') \
-                        OR (o.step_index <> s.step_index AND o.status IN ('completed', 'failed') \
+                   AND (o.status = ANY($3) \
+                        OR (o.step_index <> s.step_index AND o.status = ANY($4) \
                             AND (o.finished_at, o.step_index) > (s.finished_at, s.step_index)))), \
                (SELECT EXTRACT(EPOCH FROM (max(o.finished_at) - min(o.started_at)))::float8 \
                   FROM task_steps o WHERE o.task_id = s.task_id AND o.stage = s.stage AND o.started_at IS NOT NULL), \
-               (SELECT CASE WHEN bool_or(o.status = 'failed') THEN 'failed' \
-                            WHEN bool_or(o.status = 'cancelled') THEN 'cancelled' \
-                            ELSE 'completed' END \
-                  FROM task_steps o WHERE o.task_id = s.task_id AND o.stage = s.stage AND o.started_at IS NOT NULL) \
+               (SELECT COALESCE(array_agg(o.status), '{}') \
+                  FROM task_steps o WHERE o.task_id = s.task_id AND o.stage = s.stage) \
              FROM task_steps s JOIN tasks t ON t.id = s.task_id \
              WHERE s.task_id = $1 AND s.step_index = $2",
         )
         .bind(task.as_uuid())
         .bind(i32::try_from(step_index).unwrap_or(-1))
+        .bind(names(&[StepStatus::Pending, StepStatus::Running]))
+        .bind(names(&[StepStatus::Completed, StepStatus::Failed]))
         .fetch_optional(self.pool())
         .await?;
-        Ok(row.map(
-            |(rack, stage, component_type, status, seconds, last, stage_seconds, stage_status)| {
-                let finished = matches!(status.as_str(), "completed" | "failed" | "cancelled");
-                StepTiming {
-                    rack,
-                    stage,
-                    component_type,
-                    status,
-                    seconds,
-                    stage_finished: match (finished && last, stage_seconds) {
-                        (true, Some(s)) => Some((stage_status, s)),
-                        _ => None,
-                    },
-                }
+        let Some((rack, stage, component_type, status, seconds, last, stage_seconds, stage_steps)) =
+            row
+        else {
+            return Ok(None);
+        };
+        let what = format!("step {step_index} of task {task}");
+        let status: StepStatus = status.parse().map_err(|e| corrupt(&what, e))?;
+        let stage_steps = stage_steps
+            .iter()
+            .map(|s| s.parse::<StepStatus>())
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| corrupt(&what, e))?;
+        Ok(Some(StepTiming {
+            rack,
+            stage: u32::try_from(stage).unwrap_or(0),
+            component_type: component_type
+                .parse()
+                .map_err(|e: flow_rules::UnknownComponentType| corrupt(&what, e))?,
+            status,
+            seconds,
+            stage_finished: match (status.is_finished() && last, stage_seconds) {
+                (true, Some(s)) => Some((StageStatus::of(stage_steps), s)),
+                _ => None,
             },
-        ))
+        }))
     }
 }

@@ -5,10 +5,11 @@
 use std::time::Duration;
 
 use flow_hardware::{
-    ComponentManager, ComponentTarget, DecommissionState, FirmwareRequest, FirmwareStart,
-    FirmwareState, HardwareError, ManagerRegistry, PowerStatus,
+    ComponentManager, ComponentTarget, DecommissionState, ErrorClass, FirmwareRequest,
+    FirmwareStart, FirmwareState, HardwareError, ManagerRegistry, PowerOutcome, PowerStatus,
 };
 use flow_rules::defaults::{DECOMMISSION_CONTROL_ATTEMPTS, DECOMMISSION_CONTROL_TIMEOUT};
+use flow_rules::duration::format_short;
 use flow_rules::{Action, ComponentType, OperationCode, PowerOperation, PowerState, RetryPolicy};
 
 use crate::checkpoint::{ActionRecord, ComponentState, ComponentStatus};
@@ -43,6 +44,119 @@ pub struct StepFailure {
     pub message: String,
     /// Failed components and their last errors.
     pub components: Vec<(String, String)>,
+}
+
+/// Why one call for one component did not succeed. Its class decides
+/// whether it is retried; it is rendered to text (`class: message`) only
+/// where it is recorded, in the checkpoint and the step's result.
+#[derive(Debug, thiserror::Error)]
+pub enum CallError {
+    /// The hardware refused or did not answer.
+    #[error(transparent)]
+    Hardware(#[from] HardwareError),
+    /// The call did not end within its limit.
+    #[error("no answer within {}", format_short(*after))]
+    NoAnswer {
+        /// The limit.
+        after: Duration,
+    },
+    /// A firmware step of a type the task has no image for.
+    #[error("the task names no firmware image for {component_type}")]
+    NoImage {
+        /// The step's type.
+        component_type: ComponentType,
+    },
+    /// A `PowerControl` without an operation in a task whose operation is
+    /// not a power operation.
+    #[error(
+        "PowerControl has no operation parameter and the task's operation {operation} is not a power operation"
+    )]
+    NoPowerOperation {
+        /// The task's operation.
+        operation: OperationCode,
+    },
+    /// The BMC reported the update failed.
+    #[error("update failed: {message}")]
+    UpdateFailed {
+        /// The BMC's message.
+        message: String,
+    },
+    /// The lifecycle API reported a state Flow does not know.
+    #[error("unexpected decommission state {state:?}")]
+    UnexpectedDecommissionState {
+        /// The state reported.
+        state: String,
+    },
+}
+
+impl CallError {
+    /// Its class: a hardware error's own, transient for no answer,
+    /// permanent otherwise.
+    pub fn class(&self) -> ErrorClass {
+        match self {
+            CallError::Hardware(e) => e.class(),
+            CallError::NoAnswer { .. } => ErrorClass::Transient,
+            CallError::NoImage { .. }
+            | CallError::NoPowerOperation { .. }
+            | CallError::UpdateFailed { .. }
+            | CallError::UnexpectedDecommissionState { .. } => ErrorClass::Permanent,
+        }
+    }
+
+    /// True when a retry can help.
+    pub fn is_transient(&self) -> bool {
+        self.class() == ErrorClass::Transient
+    }
+
+    /// The text recorded for a component: `transient: …`, `permanent: …`
+    /// or `unsupported: …`.
+    pub fn record(&self) -> String {
+        format!("{}: {self}", self.class())
+    }
+}
+
+/// Why an action failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ActionError {
+    /// No manager serves the step's type on this worker.
+    #[error("no manager for {0}")]
+    NoManager(ComponentType),
+    /// Components failed the action: each with its last error.
+    #[error("{}", failed_components(.0))]
+    Components(Vec<(String, String)>),
+    /// `VerifyReachability` gave up.
+    #[error(
+        "{missing} still unreachable after {}{}",
+        format_short(*timeout),
+        if *require_all { " (every component must answer)" } else { "" }
+    )]
+    Unreachable {
+        /// The types still unreachable, comma-separated.
+        missing: String,
+        /// The action's timeout.
+        timeout: Duration,
+        /// Whether every component had to answer.
+        require_all: bool,
+    },
+}
+
+fn failed_components(failed: &[(String, String)]) -> String {
+    match failed {
+        [] => "no component failed".to_owned(),
+        [(name, error)] => format!("{name} failed: {error}"),
+        [(name, error), ..] => {
+            format!("{} components failed; first: {name}: {error}", failed.len())
+        }
+    }
+}
+
+impl ActionError {
+    fn components(&self) -> Vec<(String, String)> {
+        match self {
+            ActionError::Components(c) => c.clone(),
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// The outcome of one call for one component.
@@ -129,11 +243,11 @@ pub async fn advance(
             // A wait is a safe point too: nothing is in flight.
             Ok(Some(_)) if cancelled() => return Progress::Cancelled,
             Ok(Some(at)) => return Progress::WaitUntil(at),
-            Err((message, components)) => {
+            Err(error) => {
                 return Progress::Failed(StepFailure {
                     action: label.clone(),
-                    message,
-                    components,
+                    message: error.to_string(),
+                    components: error.components(),
                 });
             }
         }
@@ -160,7 +274,7 @@ fn start_action(job: &StepJob, cp: &mut Checkpoint, now: u64, per_component: boo
 }
 
 /// `Ok(None)` = action done, `Ok(Some(t))` = come back at t, `Err` = failed.
-type ActionOutcome = Result<Option<u64>, (String, Vec<(String, String)>)>;
+type ActionOutcome = Result<Option<u64>, ActionError>;
 
 fn sleep(cp: &mut Checkpoint, duration: Duration, clock: &dyn Clock) -> ActionOutcome {
     let until = *cp
@@ -199,7 +313,7 @@ async fn reachability(
             continue;
         }
         let Ok(manager) = hardware.get(*t) else {
-            return Err((format!("no manager for {t}"), Vec::new()));
+            return Err(ActionError::NoManager(*t));
         };
         let answers =
             futures::future::join_all(targets.iter().map(|c| manager.power_status(c))).await;
@@ -225,19 +339,11 @@ async fn reachability(
     let deadline = after(cp.action_started_ms.unwrap_or(now), timeout);
     let now = clock.now_ms();
     if now >= deadline {
-        return Err((
-            format!(
-                "{} still unreachable after {}{}",
-                missing.join(", "),
-                flow_rules::duration::format_short(timeout),
-                if require_all {
-                    " (every component must answer)"
-                } else {
-                    ""
-                }
-            ),
-            Vec::new(),
-        ));
+        return Err(ActionError::Unreachable {
+            missing: missing.join(", "),
+            timeout,
+            require_all,
+        });
     }
     let next = after(now, poll_interval).min(deadline);
     cp.next_probe_ms = Some(next);
@@ -252,10 +358,7 @@ async fn per_component(
     action: &Action,
 ) -> ActionOutcome {
     let Ok(manager) = hardware.get(job.step.component_type) else {
-        return Err((
-            format!("no manager for {}", job.step.component_type),
-            Vec::new(),
-        ));
+        return Err(ActionError::NoManager(job.step.component_type));
     };
     let window = match job.step.max_parallel {
         0 => usize::MAX,
@@ -317,17 +420,7 @@ async fn per_component(
                 .map(|(n, s)| (n.clone(), s.last_error.clone().unwrap_or_default()))
                 .collect();
             if !failed.is_empty() {
-                let message = if failed.len() == 1 {
-                    format!("{} failed: {}", failed[0].0, failed[0].1)
-                } else {
-                    format!(
-                        "{} components failed; first: {}: {}",
-                        failed.len(),
-                        failed[0].0,
-                        failed[0].1
-                    )
-                };
-                return Err((message, failed));
+                return Err(ActionError::Components(failed));
             }
             continue;
         }
@@ -389,18 +482,10 @@ fn call_timeout(job: &StepJob, action: &Action) -> Duration {
 async fn timed<T>(
     limit: Duration,
     call: impl Future<Output = Result<T, HardwareError>>,
-) -> Result<T, String> {
+) -> Result<T, CallError> {
     match tokio::time::timeout(limit, call).await {
-        Ok(Ok(v)) => Ok(v),
-        Ok(Err(e)) => Err(if e.is_transient() {
-            format!("transient: {e}")
-        } else {
-            format!("permanent: {e}")
-        }),
-        Err(_) => Err(format!(
-            "transient: no answer within {}",
-            flow_rules::duration::format_short(limit)
-        )),
+        Ok(result) => Ok(result?),
+        Err(_) => Err(CallError::NoAnswer { after: limit }),
     }
 }
 
@@ -408,20 +493,17 @@ async fn timed<T>(
 /// its action's deadline.
 pub const MIN_POLL_ANSWER: Duration = Duration::from_secs(2);
 
-fn is_transient(error: &str) -> bool {
-    error.starts_with("transient: ")
-}
-
 /// A failed attempt: retry per the policy, or fail.
-fn retry(state: &mut ComponentState, policy: &RetryPolicy, error: String, now: u64) -> Call {
+fn retry(state: &mut ComponentState, policy: &RetryPolicy, error: CallError, now: u64) -> Call {
     state.attempts += 1;
-    state.last_error = Some(error.clone());
-    if !is_transient(&error) {
-        return Call::Fail(error);
+    let text = error.record();
+    state.last_error = Some(text.clone());
+    if !error.is_transient() {
+        return Call::Fail(text);
     }
     match policy.delay_before(state.attempts + 1) {
         Some(delay) => Call::Again(after(now, delay)),
-        None => Call::Fail(format!("{error} (after {} attempts)", state.attempts)),
+        None => Call::Fail(format!("{text} (after {} attempts)", state.attempts)),
     }
 }
 
@@ -438,13 +520,11 @@ fn poll_again(now: u64, interval: Duration, deadline: u64, why: impl FnOnce() ->
 fn power_operation(
     job: &StepJob,
     explicit: Option<PowerOperation>,
-) -> Result<PowerOperation, String> {
+) -> Result<PowerOperation, CallError> {
     match (explicit, job.operation) {
         (Some(op), _) => Ok(op),
         (None, OperationCode::Power(op)) => Ok(op),
-        (None, other) => Err(format!(
-            "permanent: PowerControl has no operation parameter and the task's operation {other} is not a power operation"
-        )),
+        (None, operation) => Err(CallError::NoPowerOperation { operation }),
     }
 }
 
@@ -473,13 +553,11 @@ async fn one_call(
         Action::PowerControl { operation, .. } => {
             let op = match power_operation(job, *operation) {
                 Ok(op) => op,
-                Err(e) => return Call::Fail(e),
+                Err(e) => return Call::Fail(e.record()),
             };
             match timed(limit, manager.power_control(target, op)).await {
-                Ok(flow_hardware::PowerOutcome::Issued { reset_type }) => {
-                    Call::Done(format!("sent {reset_type}"))
-                }
-                Ok(flow_hardware::PowerOutcome::AlreadyInState { state }) => {
+                Ok(PowerOutcome::Issued { reset_type }) => Call::Done(format!("sent {reset_type}")),
+                Ok(PowerOutcome::AlreadyInState { state }) => {
                     Call::Done(format!("already {state}"))
                 }
                 Err(e) => retry(state, &policy, e, now),
@@ -512,21 +590,22 @@ async fn one_call(
                     format!(
                         "still {} after {} waiting for {}",
                         status_text(s),
-                        flow_rules::duration::format_short(*timeout),
+                        format_short(*timeout),
                         status_text(want)
                     )
                 }),
-                Err(e) if is_transient(&e) => {
+                Err(e) if e.is_transient() => {
+                    let e = e.record();
                     state.last_error = Some(e.clone());
                     poll_again(now, *poll_interval, deadline, || {
                         format!(
                             "no answer for {} waiting for {}: {e}",
-                            flow_rules::duration::format_short(*timeout),
+                            format_short(*timeout),
                             status_text(want)
                         )
                     })
                 }
-                Err(e) => Call::Fail(e),
+                Err(e) => Call::Fail(e.record()),
             }
         }
         Action::FirmwareControl {
@@ -537,10 +616,12 @@ async fn one_call(
             let interval = Action::firmware_poll_interval(*poll_interval);
             let Some(fw_job) = state.firmware_job.clone() else {
                 let Some(image) = job.firmware.get(&job.step.component_type) else {
-                    return Call::Fail(format!(
-                        "permanent: the task names no firmware image for {}",
-                        job.step.component_type
-                    ));
+                    return Call::Fail(
+                        CallError::NoImage {
+                            component_type: job.step.component_type,
+                        }
+                        .record(),
+                    );
                 };
                 let request = FirmwareRequest {
                     image_uri: image.image_uri.clone(),
@@ -570,22 +651,20 @@ async fn one_call(
                     })
                 }
                 Ok(s) if s.state == FirmwareState::Failed => {
-                    Call::Fail(format!("permanent: update failed: {}", s.message))
+                    Call::Fail(CallError::UpdateFailed { message: s.message }.record())
                 }
                 Ok(s) => poll_again(now, interval, deadline, || {
                     format!(
                         "update still {:?} after {} ({}%)",
                         s.state,
-                        flow_rules::duration::format_short(Action::firmware_poll_timeout(
-                            *poll_timeout
-                        )),
+                        format_short(Action::firmware_poll_timeout(*poll_timeout)),
                         s.percent.unwrap_or(0)
                     )
                 }),
-                Err(e) if is_transient(&e) => poll_again(now, interval, deadline, || {
-                    format!("update status unreadable: {e}")
+                Err(e) if e.is_transient() => poll_again(now, interval, deadline, || {
+                    format!("update status unreadable: {}", e.record())
                 }),
-                Err(e) => Call::Fail(e),
+                Err(e) => Call::Fail(e.record()),
             }
         }
         Action::DecommissionControl => {
@@ -593,7 +672,7 @@ async fn one_call(
             debug_assert_eq!(DECOMMISSION_CONTROL_ATTEMPTS, 1);
             match timed(limit, manager.decommission(target)).await {
                 Ok(s) => Call::Done(format!("{s:?}")),
-                Err(e) => Call::Fail(e),
+                Err(e) => Call::Fail(e.record()),
             }
         }
         Action::WaitDecommissioned {
@@ -605,21 +684,19 @@ async fn one_call(
             match timed(limit, manager.decommission_status(target)).await {
                 Ok(DecommissionState::Decommissioned) => Call::Done("Decommissioned".to_owned()),
                 Ok(DecommissionState::Other(s)) => {
-                    Call::Fail(format!("permanent: unexpected decommission state {s:?}"))
+                    Call::Fail(CallError::UnexpectedDecommissionState { state: s }.record())
                 }
                 Ok(s) => {
                     state.failing_since_ms = None;
                     poll_again(now, *poll_interval, deadline, || {
-                        format!(
-                            "still {s:?} after {}",
-                            flow_rules::duration::format_short(*timeout)
-                        )
+                        format!("still {s:?} after {}", format_short(*timeout))
                     })
                 }
-                Err(e) => {
+                Err(error) => {
                     let since = *state.failing_since_ms.get_or_insert(now);
+                    let e = error.record();
                     state.last_error = Some(e.clone());
-                    if !is_transient(&e)
+                    if !error.is_transient()
                         || now.saturating_sub(since)
                             >= DECOMMISSION_STATUS_FAILURE_LIMIT.as_millis() as u64
                     {

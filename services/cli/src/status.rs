@@ -1,0 +1,128 @@
+//! `flow status`: the pipeline at a glance.
+
+use flow_config::Settings;
+use flow_protocol::api::{TaskCountsRequest, endpoint};
+use serde_json::{Value, json};
+
+use crate::Outcome;
+use crate::client::{Client, ClientError};
+use crate::remote::{Output, fail};
+
+fn str_of(v: &Value) -> String {
+    match v {
+        Value::Null => String::new(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// `flow status`: stream depths, consumer lag and redeliveries, pull
+/// requests waiting (idle workers), and tasks by status.
+pub async fn status(settings: &Settings, out: Output) -> Outcome {
+    use flow_protocol::jobs::{
+        CONSUMER_SCHEDULER, CONSUMER_SUBMIT, CONSUMER_WORKERS, STREAM_EVENTS, STREAM_JOBS,
+        STREAM_PARKED, STREAM_RESULTS, STREAM_TASKS,
+    };
+    let result = async {
+        let client = Client::connect(settings).await?;
+        let js = async_nats::jetstream::new(client.nats().clone());
+        let mut streams = Vec::new();
+        for (name, consumer) in [
+            (STREAM_TASKS, Some(CONSUMER_SUBMIT)),
+            (STREAM_JOBS, Some(CONSUMER_WORKERS)),
+            (STREAM_RESULTS, Some(CONSUMER_SCHEDULER)),
+            (STREAM_EVENTS, None),
+            (STREAM_PARKED, None),
+        ] {
+            let mut entry = json!({"stream": name});
+            match js.get_stream(name).await {
+                Ok(mut stream) => {
+                    if let Ok(info) = stream.info().await {
+                        entry["messages"] = json!(info.state.messages);
+                        entry["bytes"] = json!(info.state.bytes);
+                    }
+                    if let Some(c) = consumer
+                        && let Ok(mut consumer) = stream
+                            .get_consumer::<async_nats::jetstream::consumer::pull::Config>(c)
+                            .await
+                        && let Ok(info) = consumer.info().await
+                    {
+                        entry["consumer"] = json!(c);
+                        entry["pending"] = json!(info.num_pending);
+                        entry["in_flight"] = json!(info.num_ack_pending);
+                        entry["redelivered"] = json!(info.num_redelivered);
+                        entry["waiting_pulls"] = json!(info.num_waiting);
+                    }
+                }
+                Err(_) => entry["missing"] = json!(true),
+            }
+            streams.push(entry);
+        }
+        let tasks = client
+            .call::<endpoint::TaskCounts>(&TaskCountsRequest {})
+            .await?;
+        let parked = streams
+            .iter()
+            .find(|s| s["stream"] == STREAM_PARKED)
+            .and_then(|s| s["messages"].as_u64())
+            .unwrap_or(0);
+        Ok::<_, ClientError>(json!({"streams": streams, "tasks": tasks, "parked": parked}))
+    }
+    .await;
+    match result {
+        Ok(v) if out.json => {
+            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            Outcome::Valid
+        }
+        Ok(v) => {
+            let mut t = comfy_table::Table::new();
+            t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+                .set_header(vec![
+                    "STREAM",
+                    "MESSAGES",
+                    "CONSUMER",
+                    "PENDING",
+                    "IN FLIGHT",
+                    "REDELIVERED",
+                    "WAITING PULLS",
+                ]);
+            for s in v["streams"].as_array().cloned().unwrap_or_default() {
+                if s["missing"] == true {
+                    t.add_row(vec![str_of(&s["stream"]), "missing".to_owned()]);
+                    continue;
+                }
+                t.add_row(vec![
+                    str_of(&s["stream"]),
+                    str_of(&s["messages"]),
+                    str_of(&s["consumer"]),
+                    str_of(&s["pending"]),
+                    str_of(&s["in_flight"]),
+                    str_of(&s["redelivered"]),
+                    str_of(&s["waiting_pulls"]),
+                ]);
+            }
+            println!("{t}");
+            let counts: Vec<String> = v["tasks"]
+                .as_object()
+                .map(|m| m.iter().map(|(k, n)| format!("{k} {n}")).collect())
+                .unwrap_or_default();
+            println!(
+                "Tasks: {}",
+                if counts.is_empty() {
+                    "none".to_owned()
+                } else {
+                    counts.join(", ")
+                }
+            );
+            if v["parked"].as_u64().unwrap_or(0) > 0 {
+                println!(
+                    "Parked: {} refused messages kept on {STREAM_PARKED} (headers say where from and why; `nats stream view {STREAM_PARKED}`)",
+                    v["parked"]
+                );
+            }
+            println!("(waiting pulls ≈ idle worker slots; in flight = jobs a worker holds)");
+            Outcome::Valid
+        }
+        Err(e) => fail(e),
+    }
+}

@@ -1,0 +1,205 @@
+//! Following a task live: bars on a terminal, a line per change otherwise,
+//! from the workers' progress events and the task's record; then the
+//! per-stage summary.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use flow_protocol::api::{TaskById, endpoint};
+use flow_protocol::task::{TaskEvent, TaskEventKind, TaskRecord, timestamp};
+use flow_protocol::{StepStatus, TaskId, TaskStatus};
+
+use crate::client::{Client, ClientError};
+use crate::remote::Output;
+use crate::task::{counts, step_line};
+
+/// How often `--wait` and `task watch` read the task.
+const WATCH_EVERY: Duration = Duration::from_millis(500);
+
+/// How `watch` shows progress: bars on a terminal, one line per change
+/// otherwise (logs, CI, pipes).
+enum View {
+    Lines(BTreeMap<String, String>),
+    Bars(
+        indicatif::MultiProgress,
+        BTreeMap<String, indicatif::ProgressBar>,
+    ),
+}
+
+impl View {
+    fn new() -> View {
+        use std::io::IsTerminal;
+        if std::io::stdout().is_terminal() {
+            View::Bars(indicatif::MultiProgress::new(), BTreeMap::new())
+        } else {
+            View::Lines(BTreeMap::new())
+        }
+    }
+
+    /// Shows a step's state: `key` identifies the step, `line` is the text
+    /// form, `done`/`total` the components, `message` what it is doing.
+    fn step(
+        &mut self,
+        started: Instant,
+        key: String,
+        line: String,
+        done: u64,
+        total: u64,
+        message: String,
+    ) {
+        match self {
+            View::Lines(last) => {
+                if last.get(&key) != Some(&line) {
+                    println!("[{:>6.1}s]{line}", started.elapsed().as_secs_f64());
+                    last.insert(key, line);
+                }
+            }
+            View::Bars(multi, bars) => {
+                let bar = bars.entry(key.clone()).or_insert_with(|| {
+                    let bar = multi.add(indicatif::ProgressBar::new(total));
+                    bar.set_style(
+                        indicatif::ProgressStyle::with_template(
+                            "{prefix:<22} [{bar:30}] {pos}/{len} {elapsed:>4} {msg}",
+                        )
+                        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+                        .progress_chars("=> "),
+                    );
+                    bar.set_prefix(key.replace('/', " "));
+                    bar
+                });
+                bar.set_length(total);
+                bar.set_position(done);
+                bar.set_message(message);
+            }
+        }
+    }
+
+    fn finish(&mut self) {
+        if let View::Bars(_, bars) = self {
+            for bar in bars.values() {
+                bar.finish();
+            }
+        }
+    }
+}
+
+/// Follows a task until it finishes: one line per step change, then the
+/// per-stage summary. Returns whether it completed.
+pub(crate) async fn watch(client: &Client, out: Output, id: TaskId) -> Result<bool, ClientError> {
+    use futures::StreamExt;
+    let started = Instant::now();
+    let mut view = View::new();
+    // Live progress from the workers (current action, components done).
+    let mut events = client
+        .nats()
+        .subscribe(flow_protocol::jobs::event_subject(id))
+        .await
+        .ok();
+    loop {
+        if let Some(sub) = events.as_mut() {
+            let deadline = tokio::time::sleep(WATCH_EVERY);
+            tokio::pin!(deadline);
+            loop {
+                tokio::select! {
+                    // Cancel-safe: a subscription message not yet yielded stays queued.
+                    msg = sub.next() => {
+                        let Some(msg) = msg else { break };
+                        let Ok(event) = serde_json::from_slice::<TaskEvent>(&msg.payload) else { continue };
+                        if out.json {
+                            continue;
+                        }
+                        if let TaskEventKind::StepProgress { stage, component_type, action, done, failed, total, .. } = event.kind {
+                            let step_key = format!("stage {stage}/{component_type}");
+                            let key = if matches!(view, View::Lines(_)) { format!("progress/{step_key}") } else { step_key };
+                            let line = format!(
+                                "  stage {stage} {:<10} {action:<40} {done}/{total} done{}",
+                                component_type.as_str(),
+                                if failed > 0 { format!(", {failed} failed") } else { String::new() },
+                            );
+                            view.step(started, key, line, done as u64, total as u64, action);
+                        }
+                    }
+                    _ = &mut deadline => break,
+                }
+            }
+        }
+        let task = client.call::<endpoint::TaskGet>(&TaskById { id }).await?;
+        if !out.json {
+            for s in &task.steps {
+                let key = format!("stage {}/{}", s.stage, s.component_type);
+                let (done, _) = counts(s);
+                // Bars take their counts from the workers' live events while running.
+                if let View::Bars(_, bars) = &view
+                    && s.status == StepStatus::Running
+                    && bars.contains_key(&key)
+                {
+                    continue;
+                }
+                view.step(
+                    started,
+                    key,
+                    step_line(s),
+                    done as u64,
+                    u64::from(s.components),
+                    s.status.as_str().to_owned(),
+                );
+            }
+        }
+        if task.status.is_final() {
+            view.finish();
+            if out.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&task).unwrap_or_default()
+                );
+            } else {
+                summary(&task, started);
+            }
+            return Ok(task.status == TaskStatus::Completed);
+        }
+        if events.is_none() {
+            tokio::time::sleep(WATCH_EVERY).await;
+        }
+    }
+}
+
+/// The per-stage summary printed when a watched task ends.
+fn summary(task: &TaskRecord, started: Instant) {
+    let time = |t: Option<time::OffsetDateTime>| t.map(timestamp::format).unwrap_or_default();
+    println!();
+    println!("Summary ({:.1}s):", started.elapsed().as_secs_f64());
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
+        .set_header(vec![
+            "STAGE",
+            "TYPE",
+            "STATUS",
+            "COMPONENTS",
+            "CALLS",
+            "STARTED",
+            "FINISHED",
+            "ERROR",
+        ]);
+    for s in &task.steps {
+        t.add_row(vec![
+            s.stage.to_string(),
+            s.component_type.to_string(),
+            s.status.to_string(),
+            s.components.to_string(),
+            s.calls.to_string(),
+            time(s.started_at),
+            time(s.finished_at),
+            s.error.clone().unwrap_or_default(),
+        ]);
+    }
+    println!("{t}");
+    println!(
+        "Task {}: {}{}",
+        task.id,
+        task.status,
+        Some(task.message.as_str())
+            .filter(|m| !m.is_empty())
+            .map(|m| format!(" — {m}"))
+            .unwrap_or_default()
+    );
+}

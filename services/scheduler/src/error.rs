@@ -1,0 +1,85 @@
+//! The scheduler's errors, and how a store error reads on the API.
+
+use flow_engine::lifecycle::LifecycleError;
+use flow_protocol::TaskId;
+use flow_protocol::api::{ApiError, ErrorCode};
+use flow_store::StoreError;
+use flow_telemetry::ErrorChain;
+
+/// What went wrong in the scheduler.
+#[derive(Debug, thiserror::Error)]
+pub enum SchedulerError {
+    /// The store failed (or refused a value).
+    #[error("the store failed")]
+    Store(#[from] StoreError),
+    /// The lifecycle refused an event: it cannot happen to the task in its
+    /// state.
+    #[error("task {task}: the event was refused")]
+    Lifecycle {
+        /// The task.
+        task: TaskId,
+        /// Why.
+        #[source]
+        source: LifecycleError,
+    },
+    /// JetStream's streams, consumers or bucket could not be set up.
+    #[error("JetStream set-up failed")]
+    Topology(#[source] async_nats::Error),
+    /// The `flow.api` service could not start or stop.
+    #[error("the flow.api service failed")]
+    Api(#[source] async_nats::Error),
+    /// A message could not be published or its ack not collected.
+    #[error("publishing to JetStream failed")]
+    Publish(#[source] async_nats::Error),
+}
+
+impl SchedulerError {
+    /// True when the same input would fail the same way again (a value the
+    /// database refuses, an event the lifecycle refuses): the caller's to
+    /// refuse or park, never a reason to retry.
+    pub fn is_refused_input(&self) -> bool {
+        match self {
+            SchedulerError::Store(e) => e.is_refused_value(),
+            SchedulerError::Lifecycle { .. } => true,
+            _ => false,
+        }
+    }
+}
+
+/// A store error as the API reports it (also for each rack of a
+/// submission); a failure of the database itself is logged with its whole
+/// cause.
+pub(crate) fn store_error(error: StoreError) -> ApiError {
+    match error {
+        StoreError::NotFound(m) => ApiError::new(ErrorCode::NotFound, m),
+        StoreError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
+        StoreError::Invalid { message, details } => ApiError::invalid(message, details),
+        refused if refused.is_refused_value() => {
+            let chain = flow_telemetry::chain(&refused);
+            tracing::warn!(error = %chain, "the database refused a value");
+            ApiError::new(
+                ErrorCode::Invalid,
+                format!("the database refused a value of the request: {chain}"),
+            )
+        }
+        other => {
+            tracing::error!(error = %ErrorChain(&other), "store failure");
+            let code = match other {
+                StoreError::Database(_) => ErrorCode::Unavailable,
+                _ => ErrorCode::Internal,
+            };
+            ApiError::new(code, flow_telemetry::chain(&other))
+        }
+    }
+}
+
+/// A scheduler error as the API reports it.
+pub(crate) fn api_error(error: SchedulerError) -> ApiError {
+    match error {
+        SchedulerError::Store(e) => store_error(e),
+        other => {
+            tracing::error!(error = %ErrorChain(&other), "scheduler failure");
+            ApiError::new(ErrorCode::Internal, flow_telemetry::chain(&other))
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! The outbox publisher and the sweeps: messages committed with the state
+//! that justifies them are published with their `Nats-Msg-Id` (a repeat is
+//! dropped), at once when poked and every [`SWEEP_INTERVAL`] regardless; the
+//! queue and deadline sweeps run on the tick.
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use flow_telemetry::ErrorChain;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::SchedulerError;
+use crate::service::TaskService;
+
+/// How often the outbox and the deadlines are swept even when nothing pokes
+/// them (covers a scheduler that died between commit and publish).
+pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Outbox messages read and published per round.
+const OUTBOX_BATCH: i64 = 100;
+
+impl TaskService {
+    /// Publishes the outbox: every message committed with the state that
+    /// justifies it, with a `Nats-Msg-Id` so a repeat is dropped.
+    async fn publish_outbox(&self) -> Result<usize, SchedulerError> {
+        let mut total = 0;
+        loop {
+            let batch = self.store.outbox_pending(OUTBOX_BATCH).await?;
+            if batch.is_empty() {
+                return Ok(total);
+            }
+            // Send the whole batch, then collect the acks: one round of
+            // server syncs for the batch instead of one per message. Order
+            // is kept (one connection); a failure leaves the rest pending,
+            // and their Nats-Msg-Id drops any repeat on the next sweep.
+            let mut sent = Vec::with_capacity(batch.len());
+            for (id, message) in batch {
+                let body = serde_json::to_vec(&message.payload)
+                    .map_err(|e| SchedulerError::Publish(e.into()))?;
+                let ack = self
+                    .js
+                    .send_publish(
+                        message.subject,
+                        jetstream::message::PublishMessage::build()
+                            .payload(body.into())
+                            .message_id(message.msg_id),
+                    )
+                    .await
+                    .map_err(|e| SchedulerError::Publish(e.into()))?;
+                sent.push((id, ack));
+            }
+            let mut done = Vec::with_capacity(sent.len());
+            let mut failed = None;
+            for (id, ack) in sent {
+                match ack.await {
+                    Ok(_) => done.push(id),
+                    Err(error) => {
+                        failed.get_or_insert(error);
+                    }
+                }
+            }
+            total += done.len();
+            self.metrics
+                .outbox_published
+                .inc_by(u64::try_from(done.len()).unwrap_or(u64::MAX));
+            self.store.outbox_published(&done).await?;
+            if let Some(error) = failed {
+                return Err(SchedulerError::Publish(error.into()));
+            }
+        }
+    }
+
+    /// Runs the outbox publisher and the queue and deadline sweeps until
+    /// `stop`.
+    pub async fn run_sweeps(self, stop: CancellationToken) {
+        let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            // A poke (new outbox rows) publishes at once; the sweeps of
+            // queues and deadlines run on the tick only, not once per result.
+            let swept = tokio::select! {
+                // Cancel-safe: all only wait.
+                () = stop.cancelled() => return,
+                () = self.poke.notified() => false,
+                _ = tick.tick() => true,
+            };
+            if let Err(error) = self.publish_outbox().await {
+                tracing::warn!(error = %ErrorChain(&error), "outbox publish failed; will retry");
+            }
+            if !swept {
+                continue;
+            }
+            if let Err(error) = self.sweep_queues().await {
+                tracing::warn!(error = %ErrorChain(&error), "queue sweep failed");
+            }
+            match self.fail_overdue().await {
+                Ok(failed) => {
+                    self.metrics
+                        .deadline_failures
+                        .inc_by(u64::try_from(failed.len()).unwrap_or(u64::MAX));
+                    for task in &failed {
+                        tracing::warn!(task_id = %task, "step past its deadline: task failed");
+                    }
+                    if !failed.is_empty() {
+                        // Their cancel marks are on the outbox.
+                        self.poke();
+                    }
+                }
+                Err(error) => tracing::warn!(error = %ErrorChain(&error), "deadline sweep failed"),
+            }
+        }
+    }
+}

@@ -1,0 +1,51 @@
+//! The scheduler's task side: one [`TaskService`] shared by the API, the
+//! consumers and the sweeps of a scheduler process. Its operations are in
+//! the modules beside this one: [`crate::submit`] (submissions),
+//! [`crate::transition`] (the lifecycle's transactions), [`crate::results`]
+//! (step results), [`crate::outbox`] (the publisher and the sweeps).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use flow_store::Store;
+use tokio::sync::Notify;
+
+use crate::metrics::SchedulerMetrics;
+
+/// How long a worker may hold a job without a progress ack before
+/// JetStream redelivers it (workers send progress while working).
+pub const JOB_ACK_WAIT: Duration = Duration::from_secs(30);
+
+/// The scheduler's task side. Cheap to clone.
+#[derive(Clone)]
+pub struct TaskService {
+    pub(crate) store: Store,
+    pub(crate) js: jetstream::Context,
+    /// Wakes the outbox publisher: new rows were committed.
+    pub(crate) poke: Arc<Notify>,
+    pub(crate) metrics: SchedulerMetrics,
+}
+
+impl TaskService {
+    /// A service over `store` and `js`.
+    pub fn new(store: Store, js: jetstream::Context) -> Self {
+        Self::with_metrics(store, js, SchedulerMetrics::unregistered())
+    }
+
+    /// A service that counts in `metrics`.
+    pub fn with_metrics(store: Store, js: jetstream::Context, metrics: SchedulerMetrics) -> Self {
+        TaskService {
+            store,
+            js,
+            poke: Arc::new(Notify::new()),
+            metrics,
+        }
+    }
+
+    /// Wakes the outbox publisher (new rows were committed, e.g. a cancel
+    /// mark).
+    pub fn poke(&self) {
+        self.poke.notify_one();
+    }
+}

@@ -1,0 +1,235 @@
+//! The lifecycle's transactions: load a task under its row lock, apply an
+//! event (`flow_engine::lifecycle::apply`), save the new state and write
+//! its effects to the outbox, hand the rack on when the task let go of it,
+//! and commit, all in one transaction. Nothing here decides; the lifecycle
+//! does.
+
+use flow_engine::lifecycle::{self, Applied, Effect, Event, TaskState, Transition, queue};
+use flow_protocol::api::{ApiError, ErrorCode, Submission};
+use flow_protocol::jobs::ResultMessage;
+use flow_protocol::{RackId, TaskId, TaskStatus};
+use flow_store::StoreError;
+use flow_store::tasks::{NewTask, TaskTx};
+use flow_telemetry::ErrorChain;
+
+use crate::error::SchedulerError;
+use crate::service::TaskService;
+
+/// The most promotions one transaction makes for a rack (each promoted
+/// task that fails at once with nothing to do hands the rack on again).
+const MAX_PROMOTIONS: usize = queue::MAX_WAITING_PER_RACK + 1;
+
+/// What a cancel request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CancelOutcome {
+    /// The task runs: its steps stop at their next action boundary.
+    Cancelling,
+    /// The task was waiting: it is terminated.
+    CancelledWhileQueued,
+    /// The task had already ended with this status.
+    AlreadyFinished(TaskStatus),
+}
+
+/// Applies `event` to the locked `state`, saves the new state and writes
+/// the effects that are messages.
+async fn save(
+    tx: &mut TaskTx,
+    state: &TaskState,
+    event: &Event,
+) -> Result<Transition, SchedulerError> {
+    let t = lifecycle::apply(state, event, tx.now_ms()).map_err(|source| {
+        SchedulerError::Lifecycle {
+            task: state.id,
+            source,
+        }
+    })?;
+    if t.changed(state) {
+        tx.save(state, &t.state).await?;
+        tx.outbox(&t.effects).await?;
+    }
+    Ok(t)
+}
+
+/// [`save`], then hands the rack on if the task let go of it.
+async fn transition(
+    tx: &mut TaskTx,
+    state: &TaskState,
+    event: &Event,
+) -> Result<Transition, SchedulerError> {
+    let t = save(tx, state, event).await?;
+    for effect in &t.effects {
+        if let Effect::PromoteNext(rack) = effect {
+            promote(tx, *rack).await?;
+        }
+    }
+    Ok(t)
+}
+
+/// The rack is free (or may be): waiting tasks past their time expire, and
+/// the oldest one left starts (FIFO), under the rack's lock.
+async fn promote(tx: &mut TaskTx, rack: RackId) -> Result<(), SchedulerError> {
+    tx.lock_rack(rack).await?;
+    for _ in 0..MAX_PROMOTIONS {
+        let decision = queue::next_in_line(&tx.rack_queue(rack).await?, tx.now_ms());
+        // An expiry or a promotion hands on no rack but through this loop:
+        // a waiting task never held it, and a promoted one that ends at once
+        // (nothing to do) frees it again, so look once more.
+        for task in decision.expire {
+            if let Some(state) = tx.lock(task).await? {
+                save(tx, &state, &Event::QueueExpired).await?;
+            }
+        }
+        let Some(next) = decision.promote else {
+            return Ok(());
+        };
+        let Some(state) = tx.lock(next).await? else {
+            return Ok(());
+        };
+        if !save(tx, &state, &Event::Promoted)
+            .await?
+            .state
+            .status
+            .is_final()
+        {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// Locks `task` and applies `event` to it (nothing when it is gone).
+async fn apply_locked(
+    tx: &mut TaskTx,
+    task: TaskId,
+    event: &Event,
+) -> Result<Option<(TaskState, Transition)>, SchedulerError> {
+    let Some(state) = tx.lock(task).await? else {
+        return Ok(None);
+    };
+    let t = transition(tx, &state, event).await?;
+    Ok(Some((state, t)))
+}
+
+impl TaskService {
+    /// Admits a planned task for its rack: a repeated request returns its
+    /// task; otherwise it starts, waits (`queue_timeout`) or is refused, in
+    /// one transaction under the rack's lock.
+    pub(crate) async fn create(
+        &self,
+        new: &NewTask,
+        planned: TaskState,
+        queue_timeout: Option<std::time::Duration>,
+    ) -> Result<Submission, SchedulerError> {
+        let mut tx = self.store.begin_tasks().await?;
+        tx.lock_rack(planned.rack).await?;
+        if let Some(id) = tx.find_request(&new.request_id, planned.rack).await? {
+            return Ok(Submission::Duplicate(id));
+        }
+        let occupancy = tx.occupancy(planned.rack).await?;
+        let admission = match queue::admit(&new.rack_name, &occupancy, queue_timeout, tx.now_ms()) {
+            Ok(admission) => admission,
+            Err(refusal) => {
+                return Ok(Submission::Refused(ApiError::new(
+                    ErrorCode::Conflict,
+                    refusal.to_string(),
+                )));
+            }
+        };
+        let t = lifecycle::apply(&planned, &Event::Submitted(admission), tx.now_ms()).map_err(
+            |source| SchedulerError::Lifecycle {
+                task: planned.id,
+                source,
+            },
+        )?;
+        tx.insert(new, &t.state).await?;
+        tx.outbox(&t.effects).await?;
+        // A task that ends at once (nothing to do) hands the rack on.
+        for effect in &t.effects {
+            if let Effect::PromoteNext(rack) = effect {
+                promote(&mut tx, *rack).await?;
+            }
+        }
+        tx.commit().await?;
+        Ok(match t.state.status {
+            TaskStatus::Waiting => Submission::Queued(t.state.id),
+            _ => Submission::Created(t.state.id),
+        })
+    }
+
+    /// Applies a worker's result in one transaction: idempotent (a repeated
+    /// or stale result changes nothing), the next stage's jobs on the
+    /// outbox in the same commit.
+    pub(crate) async fn apply_result(
+        &self,
+        result: &ResultMessage,
+    ) -> Result<Applied, SchedulerError> {
+        let mut tx = self.store.begin_tasks().await?;
+        let applied = match apply_locked(
+            &mut tx,
+            result.id.task,
+            &Event::StepResult(result.clone()),
+        )
+        .await?
+        {
+            Some((before, t)) => t.applied(&before),
+            None => Applied::Ignored,
+        };
+        if applied != Applied::Ignored {
+            tx.commit().await?;
+        }
+        Ok(applied)
+    }
+
+    /// Fails every running step past its deadline, and its task (the cancel
+    /// mark goes out: the step may still run on a worker). Returns the
+    /// tasks failed.
+    pub(crate) async fn fail_overdue(&self) -> Result<Vec<TaskId>, SchedulerError> {
+        let mut failed = Vec::new();
+        for (task, step_index, generation) in self.store.overdue_steps().await? {
+            let mut tx = self.store.begin_tasks().await?;
+            let event = Event::DeadlinePassed {
+                step_index,
+                generation,
+            };
+            match apply_locked(&mut tx, task, &event).await {
+                Ok(Some((_, t))) if t.state.status == TaskStatus::Failed => {
+                    tx.commit().await?;
+                    failed.push(task);
+                }
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::error!(task_id = %task, step = step_index, error = %ErrorChain(&error), "deadline not applied");
+                }
+            }
+        }
+        Ok(failed)
+    }
+
+    /// Cancels a task: a running one stops at its next action boundary
+    /// (its cancel mark is committed on the outbox), a waiting one is
+    /// terminated at once.
+    pub(crate) async fn cancel(&self, task: TaskId) -> Result<CancelOutcome, SchedulerError> {
+        let mut tx = self.store.begin_tasks().await?;
+        let Some((before, t)) = apply_locked(&mut tx, task, &Event::CancelRequested).await? else {
+            return Err(StoreError::NotFound(format!("task {task} not found")).into());
+        };
+        tx.commit().await?;
+        Ok(match (before.status, t.state.status) {
+            (TaskStatus::Waiting, _) => CancelOutcome::CancelledWhileQueued,
+            (status, _) if status.is_final() => CancelOutcome::AlreadyFinished(status),
+            _ => CancelOutcome::Cancelling,
+        })
+    }
+
+    /// Expires queued tasks past their time and promotes waiting tasks of
+    /// free racks (the sweeper's safety net; promotion normally happens when
+    /// the task before finishes).
+    pub(crate) async fn sweep_queues(&self) -> Result<(), SchedulerError> {
+        for rack in self.store.racks_with_waiting().await? {
+            let mut tx = self.store.begin_tasks().await?;
+            promote(&mut tx, rack).await?;
+            tx.commit().await?;
+        }
+        Ok(())
+    }
+}

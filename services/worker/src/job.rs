@@ -1,0 +1,262 @@
+//! One delivered job: decode it (or park it), resume its checkpoint, run
+//! the step with the engine until it waits or ends, save the checkpoint,
+//! and hand it back for a durable wait or publish its result.
+
+use std::time::Duration;
+
+use async_nats::jetstream::{self, Message, kv};
+use flow_engine::checkpoint::ComponentStatus;
+use flow_engine::{Checkpoint, Clock, Progress, SystemClock, advance};
+use flow_hardware::ManagerRegistry;
+use flow_jetstream::park;
+use flow_protocol::ComponentOutcome;
+use flow_protocol::jobs::{
+    ComponentResult, JobMessage, ResultMessage, STREAM_JOBS, StepOutcome, result_subject,
+};
+use flow_telemetry::ErrorChain;
+use tracing::Instrument;
+
+use crate::ack::{Disposition, dispose};
+use crate::cancel_marks::CancelMarks;
+use crate::metrics::{OutcomeLabels, WorkerMetrics};
+use crate::progress::{self, KeepAlive};
+use crate::{INLINE_WAIT, MAX_NAK_DELAY, checkpoint};
+
+/// How often a worker whose checkpoint (or result) could not be saved tries
+/// again while it keeps the job in-process instead of handing it back.
+const UNSAVED_RETRY: Duration = Duration::from_secs(1);
+
+/// What a job's handling needs from its worker.
+pub(crate) struct Job<'a> {
+    pub js: jetstream::Context,
+    pub kv: kv::Store,
+    /// How often to send a progress ack while a call runs.
+    pub keep_alive: Duration,
+    pub registry: &'a ManagerRegistry,
+    pub cancelled: &'a CancelMarks,
+    pub stopping: &'a std::sync::atomic::AtomicBool,
+    pub metrics: &'a WorkerMetrics,
+}
+
+/// What to do at a wait the step reached.
+enum AtWait {
+    /// Short: sleep here and go on.
+    Inline(Duration),
+    /// The checkpoint is not saved: handing the job back now would let its
+    /// next delivery start from an older checkpoint and repeat every call
+    /// made since. Keep it (alive), wait a little, save again.
+    KeepUnsaved(Duration),
+    /// Hand it back.
+    Dispose(Disposition),
+}
+
+impl Job<'_> {
+    /// Decodes a delivered job and runs it in a span naming its task, rack,
+    /// stage, step and component type.
+    pub async fn handle(self, message: Message) {
+        if message.info().is_ok_and(|i| i.delivered > 1) {
+            self.metrics.job_redeliveries.inc();
+        }
+        let job: JobMessage = match flow_protocol::decode::message(&message.payload) {
+            Ok(j) => j,
+            Err(error) => {
+                // Malformed or another schema: kept on FLOW_PARKED with the
+                // reason, never a crash.
+                if park(&self.js, STREAM_JOBS, &message, &error.to_string()).await {
+                    self.metrics.jobs_parked.inc();
+                }
+                return;
+            }
+        };
+        let span = span(&job);
+        self.run(message, job).instrument(span).await;
+    }
+
+    async fn run(self, message: Message, job: JobMessage) {
+        let key = checkpoint::key(&job.id);
+        let mut cp = match checkpoint::load(&self.kv, &key, self.metrics).await {
+            Ok(cp) => cp.unwrap_or_default(),
+            Err(error) => {
+                tracing::warn!(error = %ErrorChain(&error), key = %key, "checkpoint not readable now; job handed back");
+                dispose(&message, Disposition::Retry, self.metrics).await;
+                return;
+            }
+        };
+        let clock = SystemClock;
+        let started_ms = cp
+            .finished
+            .first()
+            .map(|a| a.started_ms)
+            // Still in its first action (a poll, a wait): when that began.
+            .or(cp.action_started_ms)
+            .unwrap_or_else(|| clock.now_ms());
+        let task = job.id.task;
+        let is_cancelled = || self.cancelled.contains(task);
+        let mut last_report = None;
+        loop {
+            let progress = {
+                // Keeps the job alive while a long call runs.
+                let _alive = KeepAlive::start(&message, self.keep_alive);
+                advance(&job.job, &mut cp, self.registry, &clock, &is_cancelled).await
+            };
+            progress::report(&self.js, &job, &cp, &mut last_report).await;
+            let saved = checkpoint::save(&self.kv, &key, &cp, self.metrics).await;
+            let outcome = match progress {
+                Progress::WaitUntil(at) => {
+                    let delay = Duration::from_millis(at.saturating_sub(clock.now_ms()));
+                    match self.at_wait(delay, saved) {
+                        AtWait::Inline(d) => tokio::time::sleep(d).await,
+                        AtWait::KeepUnsaved(d) => {
+                            dispose(&message, Disposition::StillWorking, self.metrics).await;
+                            tokio::time::sleep(d).await;
+                        }
+                        AtWait::Dispose(disposition) => {
+                            if let Disposition::WaitFor(d) = disposition {
+                                tracing::debug!(delay_ms = d.as_millis() as u64, "durable wait");
+                            }
+                            dispose(&message, disposition, self.metrics).await;
+                            return;
+                        }
+                    }
+                    continue;
+                }
+                Progress::Done => StepOutcome::Completed,
+                Progress::Failed(f) => StepOutcome::Failed {
+                    action: f.action,
+                    message: f.message,
+                },
+                Progress::Cancelled => StepOutcome::Cancelled,
+            };
+            let result = result(&job, &cp, outcome, started_ms, clock.now_ms());
+            self.finish(&message, &key, &cp, &result, saved).await;
+            return;
+        }
+    }
+
+    fn at_wait(&self, delay: Duration, saved: bool) -> AtWait {
+        if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
+            AtWait::Dispose(Disposition::HandBack)
+        } else if delay <= INLINE_WAIT {
+            AtWait::Inline(delay)
+        } else if !saved {
+            AtWait::KeepUnsaved(delay.min(UNSAVED_RETRY))
+        } else {
+            AtWait::Dispose(Disposition::WaitFor(delay.min(MAX_NAK_DELAY)))
+        }
+    }
+
+    /// Publishes the result (deduplicated by `result/<job>`), then acks the
+    /// job and drops its checkpoint. A result JetStream did not take is
+    /// retried: by redelivery when the checkpoint is saved (no call is
+    /// repeated), in place otherwise (a redelivery would run the step
+    /// again), saving the checkpoint again meanwhile.
+    async fn finish(
+        &self,
+        message: &Message,
+        key: &str,
+        cp: &Checkpoint,
+        result: &ResultMessage,
+        saved: bool,
+    ) {
+        let body = match serde_json::to_vec(result) {
+            Ok(body) => body,
+            Err(error) => {
+                tracing::error!(error = %ErrorChain(&error), "result not encodable");
+                return;
+            }
+        };
+        let mut saved = saved;
+        loop {
+            let publish = self
+                .js
+                .send_publish(
+                    result_subject(result.id.task),
+                    jetstream::message::PublishMessage::build()
+                        .payload(body.clone().into())
+                        .message_id(format!("result/{}", result.id)),
+                )
+                .await;
+            let acked = match publish {
+                Ok(ack) => ack.await.is_ok(),
+                Err(_) => false,
+            };
+            if acked {
+                tracing::info!(outcome = ?result.outcome, calls = result.calls, "step finished");
+                let outcome = match result.outcome {
+                    StepOutcome::Completed => "completed",
+                    StepOutcome::Failed { .. } => "failed",
+                    StepOutcome::Cancelled => "cancelled",
+                };
+                self.metrics
+                    .jobs_finished
+                    .get_or_create(&OutcomeLabels { outcome })
+                    .inc();
+                dispose(message, Disposition::Finished, self.metrics).await;
+                let _ = self.kv.delete(key).await;
+                return;
+            }
+            if saved {
+                tracing::warn!("result not published; job will be redelivered");
+                dispose(message, Disposition::Retry, self.metrics).await;
+                return;
+            }
+            tracing::warn!("result and checkpoint not saved; retrying here");
+            dispose(message, Disposition::StillWorking, self.metrics).await;
+            tokio::time::sleep(UNSAVED_RETRY).await;
+            saved = checkpoint::save(&self.kv, key, cp, self.metrics).await;
+        }
+    }
+}
+
+/// The step's result as published: its outcome, each component's last
+/// result, attempts and error, the calls made and when it ran.
+fn result(
+    job: &JobMessage,
+    cp: &Checkpoint,
+    outcome: StepOutcome,
+    started_ms: u64,
+    finished_ms: u64,
+) -> ResultMessage {
+    ResultMessage {
+        schema: flow_protocol::api::SCHEMA,
+        id: job.id,
+        outcome,
+        components: cp
+            .components
+            .iter()
+            .map(|(name, s)| {
+                let status = match s.status {
+                    ComponentStatus::Done => ComponentOutcome::Done,
+                    ComponentStatus::Failed => ComponentOutcome::Failed,
+                    ComponentStatus::Pending | ComponentStatus::Active => ComponentOutcome::Pending,
+                };
+                (
+                    name.clone(),
+                    ComponentResult {
+                        status,
+                        result: cp.results.get(name).cloned().unwrap_or_default(),
+                        attempts: s.attempts,
+                        error: s.last_error.clone(),
+                    },
+                )
+            })
+            .collect(),
+        calls: cp.calls,
+        started_ms,
+        finished_ms,
+    }
+}
+
+/// The span every line about a job is logged in.
+fn span(job: &JobMessage) -> tracing::Span {
+    let rack = job.job.components.first().map_or("", |c| c.rack.as_str());
+    tracing::info_span!(
+        "job",
+        task = %job.id.task,
+        rack,
+        stage = job.stage,
+        step = job.id.step_index,
+        component = %job.job.step.component_type,
+        generation = job.id.generation,
+    )
+}

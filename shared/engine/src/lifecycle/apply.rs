@@ -1,0 +1,321 @@
+//! The transition function: one `match` on (status, event).
+
+use std::time::Duration;
+
+use flow_protocol::jobs::{CancelMark, JobId, JobMessage, ResultMessage, StepOutcome};
+use flow_protocol::task::{TaskEvent, TaskEventKind};
+use flow_protocol::{StepStatus, TaskStatus};
+
+use super::event::{Admission, Effect, Event, LifecycleError, Transition};
+use super::state::TaskState;
+
+/// The message of a task that expired while queued.
+pub const EXPIRED_MESSAGE: &str = "expired while queued: the rack stayed busy";
+/// The message of a waiting task that was cancelled.
+pub const CANCELLED_WHILE_QUEUED: &str = "cancelled while queued";
+/// The message of a task cancelled while it ran.
+pub const CANCELLED: &str = "cancelled";
+/// The message of a task with no runnable step.
+pub const NOTHING_TO_DO: &str = "nothing to do";
+
+/// Applies `event` to `state` at `now_ms` (epoch ms): the new state and
+/// its effects, or a typed refusal. Pure: no I/O, no clock.
+///
+/// A stale or repeated event (an older generation's result, a result for a
+/// step that already ended, a second cancel request, a deadline that moved
+/// on, an event for a finished task) changes nothing; applying an event
+/// twice is the same as applying it once.
+pub fn apply(state: &TaskState, event: &Event, now_ms: u64) -> Result<Transition, LifecycleError> {
+    let mut next = Next {
+        state: state.clone(),
+        effects: Vec::new(),
+        now_ms,
+    };
+    let illegal = || LifecycleError::IllegalEvent {
+        task: state.id,
+        event: event.name(),
+        status: state.status,
+    };
+    match (state.status, event) {
+        (TaskStatus::Pending, Event::Submitted(Admission::Start)) => next.start()?,
+        (TaskStatus::Pending, Event::Submitted(Admission::Queue { expires_ms })) => {
+            next.state.status = TaskStatus::Waiting;
+            next.state.queue_expires_ms = Some(*expires_ms);
+        }
+        (TaskStatus::Pending, _) | (_, Event::Submitted(_)) => return Err(illegal()),
+
+        (TaskStatus::Waiting, Event::Promoted) => next.start()?,
+        (TaskStatus::Waiting, Event::QueueExpired) => {
+            if state.queue_expires_ms.is_some_and(|at| now_ms >= at) {
+                next.finish(TaskStatus::Failed, EXPIRED_MESSAGE, false);
+            }
+        }
+        (TaskStatus::Waiting, Event::CancelRequested) => {
+            next.finish(TaskStatus::Terminated, CANCELLED_WHILE_QUEUED, false);
+        }
+        (TaskStatus::Waiting, Event::StepResult(_) | Event::DeadlinePassed { .. }) => {
+            return Err(illegal());
+        }
+
+        (TaskStatus::Running, Event::StepResult(result)) => next.result(result)?,
+        (
+            TaskStatus::Running,
+            Event::DeadlinePassed {
+                step_index,
+                generation,
+            },
+        ) => next.deadline(*step_index, *generation)?,
+        (TaskStatus::Running, Event::CancelRequested) => {
+            if !state.cancel_requested {
+                next.state.cancel_requested = true;
+                next.cancel_mark();
+            }
+        }
+        // Promoted or expired already: a repeat, or a promotion that beat
+        // the expiry.
+        (TaskStatus::Running, Event::Promoted | Event::QueueExpired) => {}
+
+        // Over: nothing changes it (late results of cancelled steps, a
+        // cancel after the end, a repeated expiry).
+        (TaskStatus::Completed | TaskStatus::Failed | TaskStatus::Terminated, _) => {}
+    }
+    Ok(Transition {
+        state: next.state,
+        effects: next.effects,
+    })
+}
+
+/// A transition being built.
+struct Next {
+    state: TaskState,
+    effects: Vec<Effect>,
+    now_ms: u64,
+}
+
+impl Next {
+    fn emit(&mut self, kind: TaskEventKind) {
+        self.effects.push(Effect::Emit(TaskEvent::new(
+            self.state.id,
+            self.now_ms,
+            kind,
+        )));
+    }
+
+    fn cancel_mark(&mut self) {
+        self.effects.push(Effect::CancelMark(CancelMark {
+            schema: flow_protocol::api::SCHEMA,
+            task_id: self.state.id,
+            at_ms: self.now_ms,
+        }));
+    }
+
+    /// The task takes its rack: its first stage starts (or it fails with
+    /// nothing to do).
+    fn start(&mut self) -> Result<(), LifecycleError> {
+        self.state.status = TaskStatus::Running;
+        self.state.started_ms = Some(self.now_ms);
+        self.state.queue_expires_ms = None;
+        if !self.start_stage_after(None)? {
+            self.finish(TaskStatus::Failed, NOTHING_TO_DO, false);
+        }
+        Ok(())
+    }
+
+    /// Queues the jobs of the first stage after `after` that has pending
+    /// steps. False when no such stage is left.
+    fn start_stage_after(&mut self, after: Option<u32>) -> Result<bool, LifecycleError> {
+        let Some(stage) = self
+            .state
+            .steps
+            .iter()
+            .filter(|s| s.status == StepStatus::Pending && after.is_none_or(|a| s.stage > a))
+            .map(|s| s.stage)
+            .min()
+        else {
+            return Ok(false);
+        };
+        let now = self.now_ms;
+        let mut jobs = Vec::new();
+        for step in self
+            .state
+            .steps
+            .iter_mut()
+            .filter(|s| s.stage == stage && s.status == StepStatus::Pending)
+        {
+            step.status = StepStatus::Running;
+            step.generation += 1;
+            step.started_ms = Some(now);
+            step.deadline_ms = Some(now.saturating_add(step.budget_ms));
+            step.finished_ms = None;
+            let job = self
+                .state
+                .plan
+                .job(step.step_index)
+                .ok_or(LifecycleError::PlanMismatch {
+                    task: self.state.id,
+                    step_index: step.step_index,
+                })?;
+            jobs.push(JobMessage {
+                schema: flow_protocol::api::SCHEMA,
+                id: JobId {
+                    task: self.state.id,
+                    step_index: step.step_index,
+                    generation: step.generation,
+                },
+                stage,
+                deadline_ms: now.saturating_add(step.budget_ms),
+                job,
+            });
+        }
+        self.state.current_stage = Some(stage);
+        self.emit(TaskEventKind::StageStarted {
+            stage,
+            steps: jobs.iter().map(|j| j.id.step_index).collect(),
+        });
+        self.effects
+            .extend(jobs.into_iter().map(|j| Effect::PublishJob(Box::new(j))));
+        Ok(true)
+    }
+
+    /// Ends the task: open steps are cancelled, running ones told to stop
+    /// (a cancel mark, unless one is out already or `mark` forces one for
+    /// a step that may still run), and its rack handed on.
+    fn finish(&mut self, status: TaskStatus, message: &str, mark: bool) {
+        let held_rack = self.state.status.holds_rack();
+        let mut running = mark;
+        for step in self.state.steps.iter_mut().filter(|s| s.status.is_open()) {
+            running |= step.status == StepStatus::Running;
+            step.status = StepStatus::Cancelled;
+            step.finished_ms = Some(self.now_ms);
+        }
+        self.state.status = status;
+        self.state.message = message.to_owned();
+        self.state.finished_ms = Some(self.now_ms);
+        self.state.queue_expires_ms = None;
+        self.emit(TaskEventKind::TaskFinished {
+            status,
+            message: message.to_owned(),
+        });
+        if running && !self.state.cancel_requested {
+            self.cancel_mark();
+        }
+        if held_rack {
+            self.effects.push(Effect::PromoteNext(self.state.rack));
+        }
+    }
+
+    /// Records a worker's result, fenced by generation, and moves the task
+    /// on.
+    fn result(&mut self, result: &ResultMessage) -> Result<(), LifecycleError> {
+        let task = self.state.id;
+        let step_index = result.id.step_index;
+        let Some(step) = self
+            .state
+            .steps
+            .iter_mut()
+            .find(|s| s.step_index == step_index)
+        else {
+            return Err(LifecycleError::UnknownStep { task, step_index });
+        };
+        if result.id.generation > step.generation {
+            return Err(LifecycleError::FutureGeneration {
+                task,
+                step_index,
+                got: result.id.generation,
+                current: step.generation,
+            });
+        }
+        if result.id.generation < step.generation || step.status != StepStatus::Running {
+            // An older generation's, or a repeat: nothing changes.
+            return Ok(());
+        }
+        let (status, error) = match &result.outcome {
+            StepOutcome::Completed => (StepStatus::Completed, None),
+            StepOutcome::Failed { action, message } => {
+                (StepStatus::Failed, Some(format!("{action}: {message}")))
+            }
+            StepOutcome::Cancelled => (StepStatus::Cancelled, Some(CANCELLED.to_owned())),
+        };
+        step.status = status;
+        step.error = error.clone();
+        step.results = result.components.clone();
+        step.calls = result.calls;
+        step.finished_ms = Some(self.now_ms);
+        let stage = step.stage;
+        self.emit(TaskEventKind::StepFinished {
+            stage,
+            step_index,
+            generation: result.id.generation,
+            status,
+            error: error.clone(),
+            calls: result.calls,
+        });
+        match status {
+            StepStatus::Failed => {
+                let message = format!(
+                    "stage {stage} failed: step {step_index} failed: {}",
+                    error.unwrap_or_default()
+                );
+                self.finish(TaskStatus::Failed, &message, false);
+            }
+            StepStatus::Cancelled => self.finish(TaskStatus::Terminated, CANCELLED, false),
+            _ => self.advance(stage)?,
+        }
+        Ok(())
+    }
+
+    /// After a step of `stage` completed: wait for its siblings, then start
+    /// the next stage, or complete. A task cancelled meanwhile starts no
+    /// further stage.
+    fn advance(&mut self, stage: u32) -> Result<(), LifecycleError> {
+        let siblings_running = self
+            .state
+            .steps
+            .iter()
+            .any(|s| s.stage == stage && s.status == StepStatus::Running);
+        if siblings_running {
+            return Ok(());
+        }
+        let more = self
+            .state
+            .steps
+            .iter()
+            .any(|s| s.status == StepStatus::Pending && s.stage > stage);
+        if more && self.state.cancel_requested {
+            self.finish(TaskStatus::Terminated, CANCELLED, false);
+        } else if !self.start_stage_after(Some(stage))? {
+            self.finish(TaskStatus::Completed, "", false);
+        }
+        Ok(())
+    }
+
+    /// Fails an overdue step and its task; the step may still be running on
+    /// a worker, so the cancel mark goes out.
+    fn deadline(&mut self, step_index: u32, generation: u32) -> Result<(), LifecycleError> {
+        let task = self.state.id;
+        let now = self.now_ms;
+        let Some(step) = self
+            .state
+            .steps
+            .iter_mut()
+            .find(|s| s.step_index == step_index)
+        else {
+            return Err(LifecycleError::UnknownStep { task, step_index });
+        };
+        let overdue = step.status == StepStatus::Running
+            && step.generation == generation
+            && step.deadline_ms.is_some_and(|d| now >= d);
+        if !overdue {
+            return Ok(());
+        }
+        let message = format!(
+            "step {step_index} exceeded its budget of {}",
+            flow_rules::duration::format_short(Duration::from_millis(step.budget_ms))
+        );
+        step.status = StepStatus::Failed;
+        step.error = Some(message.clone());
+        step.finished_ms = Some(now);
+        self.finish(TaskStatus::Failed, &message, true);
+        Ok(())
+    }
+}

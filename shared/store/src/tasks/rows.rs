@@ -1,0 +1,327 @@
+//! Task and step rows and their conversion to the lifecycle's state and the
+//! API's records. The statuses are read and written through their enums'
+//! one mapping (`as_str` / `FromStr` in `flow-protocol`); times are
+//! converted between `timestamptz` and epoch milliseconds here only.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use flow_engine::lifecycle::{StepState, TaskPlan, TaskState};
+use flow_protocol::api::RuleSource;
+use flow_protocol::jobs::{ComponentResult, ComponentTarget, FirmwareImage};
+use flow_protocol::task::{StepRecord, TaskRecord, TaskSummary};
+use flow_protocol::{RackId, RuleId, StepStatus, TaskId, TaskStatus};
+use flow_rules::{ComponentType, OperationCode, OperationType, RuleDefinition};
+use serde_json::Value;
+use time::OffsetDateTime;
+use uuid::Uuid;
+
+use crate::StoreError;
+
+/// The columns of [`TaskRow`], for `SELECT`s (a macro so `concat!` can
+/// build static SQL).
+macro_rules! task_columns {
+    () => {
+        "id, request_id, rack_id, rack_name, operation_type, operation_code, status, rule_id, \
+         rule_revision, rule_source, rule_name, rule_snapshot, components, firmware, \
+         current_stage, message, cancel_requested_at, created_at, started_at, finished_at, \
+         queue_expires_at"
+    };
+}
+pub(crate) use task_columns;
+
+/// The columns of [`StepRow`], for `SELECT`s.
+macro_rules! step_columns {
+    () => {
+        "step_index, stage, component_type, status, generation, components, budget_ms, \
+         deadline, started_at, finished_at, error, results, calls"
+    };
+}
+pub(crate) use step_columns;
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct TaskRow {
+    pub id: Uuid,
+    pub request_id: String,
+    pub rack_id: Uuid,
+    pub rack_name: String,
+    pub operation_type: String,
+    pub operation_code: String,
+    pub status: String,
+    pub rule_id: Option<Uuid>,
+    pub rule_revision: Option<i32>,
+    pub rule_source: String,
+    pub rule_name: String,
+    pub rule_snapshot: Value,
+    pub components: Value,
+    pub firmware: Value,
+    pub current_stage: Option<i32>,
+    pub message: String,
+    pub cancel_requested_at: Option<OffsetDateTime>,
+    pub created_at: OffsetDateTime,
+    pub started_at: Option<OffsetDateTime>,
+    pub finished_at: Option<OffsetDateTime>,
+    pub queue_expires_at: Option<OffsetDateTime>,
+}
+
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct StepRow {
+    pub step_index: i32,
+    pub stage: i32,
+    pub component_type: String,
+    pub status: String,
+    pub generation: i32,
+    pub components: i32,
+    pub budget_ms: i64,
+    pub deadline: Option<OffsetDateTime>,
+    pub started_at: Option<OffsetDateTime>,
+    pub finished_at: Option<OffsetDateTime>,
+    pub error: Option<String>,
+    pub results: Value,
+    pub calls: i64,
+}
+
+fn corrupt(what: impl Into<String>, reason: impl ToString) -> StoreError {
+    StoreError::Corrupt {
+        what: what.into(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Epoch milliseconds as a timestamp.
+pub(crate) fn at(ms: u64) -> OffsetDateTime {
+    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+}
+
+/// A timestamp as epoch milliseconds (0 before the epoch).
+pub(crate) fn ms(t: OffsetDateTime) -> u64 {
+    u64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
+}
+
+pub(crate) fn int(v: u32) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+pub(crate) fn big(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+fn unsigned(v: i32) -> u32 {
+    u32::try_from(v).unwrap_or(0)
+}
+
+fn unsigned64(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+/// How a rule source is stored.
+pub(crate) fn source_str(s: RuleSource) -> &'static str {
+    match s {
+        RuleSource::Explicit => "explicit",
+        RuleSource::RackAssociation => "rack_association",
+        RuleSource::Default => "default",
+        RuleSource::Builtin => "builtin",
+    }
+}
+
+fn source(text: &str, task: Uuid) -> Result<RuleSource, StoreError> {
+    serde_json::from_value(Value::String(text.to_owned()))
+        .map_err(|e| corrupt(format!("rule source of task {task}"), e))
+}
+
+/// Components by type, flattened for the `components` column (by type,
+/// then as the plan had them).
+pub(crate) fn flat_components(
+    by_type: &BTreeMap<ComponentType, Vec<ComponentTarget>>,
+) -> Vec<&ComponentTarget> {
+    by_type.values().flatten().collect()
+}
+
+pub(crate) fn task_status(text: &str, task: Uuid) -> Result<TaskStatus, StoreError> {
+    text.parse()
+        .map_err(|e| corrupt(format!("status of task {task}"), e))
+}
+
+impl TaskRow {
+    fn what(&self) -> String {
+        format!("task {}", self.id)
+    }
+
+    fn operation(&self) -> Result<OperationCode, StoreError> {
+        self.operation_code
+            .parse()
+            .map_err(|e: flow_rules::InvalidOperation| corrupt(self.what(), e))
+    }
+
+    fn status(&self) -> Result<TaskStatus, StoreError> {
+        task_status(&self.status, self.id)
+    }
+
+    /// The plan: the operation, the validated rule snapshot, the components
+    /// grouped by type, the firmware images.
+    fn plan(&self) -> Result<TaskPlan, StoreError> {
+        let rule =
+            RuleDefinition::from_value(&self.rule_snapshot).map_err(|e| corrupt(self.what(), e))?;
+        let flat: Vec<ComponentTarget> =
+            serde_json::from_value(self.components.clone()).map_err(|e| corrupt(self.what(), e))?;
+        let mut components: BTreeMap<ComponentType, Vec<ComponentTarget>> = BTreeMap::new();
+        for c in flat {
+            components.entry(c.component_type).or_default().push(c);
+        }
+        let firmware: BTreeMap<ComponentType, FirmwareImage> =
+            serde_json::from_value(self.firmware.clone()).map_err(|e| corrupt(self.what(), e))?;
+        Ok(TaskPlan {
+            operation: self.operation()?,
+            rule,
+            components,
+            firmware,
+        })
+    }
+
+    /// The lifecycle's view of the task and its steps.
+    pub(crate) fn into_state(self, steps: Vec<StepRow>) -> Result<TaskState, StoreError> {
+        let plan = Arc::new(self.plan()?);
+        let what = self.what();
+        let steps = steps
+            .into_iter()
+            .map(|s| s.into_state(&what))
+            .collect::<Result<_, _>>()?;
+        Ok(TaskState {
+            id: TaskId(self.id),
+            rack: RackId(self.rack_id),
+            plan,
+            status: self.status()?,
+            current_stage: self.current_stage.map(unsigned),
+            message: self.message,
+            cancel_requested: self.cancel_requested_at.is_some(),
+            started_ms: self.started_at.map(ms),
+            finished_ms: self.finished_at.map(ms),
+            queue_expires_ms: self.queue_expires_at.map(ms),
+            steps,
+        })
+    }
+
+    /// The API's record of the task and its steps.
+    pub(crate) fn into_record(self, steps: Vec<StepRow>) -> Result<TaskRecord, StoreError> {
+        let what = self.what();
+        let operation = self.operation()?;
+        let operation_type: OperationType = self
+            .operation_type
+            .parse()
+            .map_err(|e: flow_rules::InvalidOperation| corrupt(&what, e))?;
+        Ok(TaskRecord {
+            id: TaskId(self.id),
+            status: self.status()?,
+            rule_source: source(&self.rule_source, self.id)?,
+            request_id: self.request_id,
+            rack_id: RackId(self.rack_id),
+            rack: self.rack_name,
+            operation_type,
+            operation,
+            rule_id: self.rule_id.map(RuleId),
+            rule_revision: self.rule_revision.map(unsigned),
+            rule_name: self.rule_name,
+            rule: self.rule_snapshot,
+            current_stage: self.current_stage.map(unsigned),
+            message: self.message,
+            created_at: self.created_at,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            steps: steps
+                .into_iter()
+                .map(|s| s.into_record(&what))
+                .collect::<Result<_, _>>()?,
+        })
+    }
+}
+
+/// A listing's row.
+#[derive(Debug, sqlx::FromRow)]
+pub(crate) struct SummaryRow {
+    pub id: Uuid,
+    pub rack_name: String,
+    pub operation_code: String,
+    pub status: String,
+    pub current_stage: Option<i32>,
+    pub message: String,
+    pub created_at: OffsetDateTime,
+    pub finished_at: Option<OffsetDateTime>,
+}
+
+impl SummaryRow {
+    pub(crate) fn into_summary(self) -> Result<TaskSummary, StoreError> {
+        Ok(TaskSummary {
+            id: TaskId(self.id),
+            operation: self
+                .operation_code
+                .parse()
+                .map_err(|e: flow_rules::InvalidOperation| {
+                    corrupt(format!("task {}", self.id), e)
+                })?,
+            status: task_status(&self.status, self.id)?,
+            rack: self.rack_name,
+            current_stage: self.current_stage.map(unsigned),
+            message: self.message,
+            created_at: self.created_at,
+            finished_at: self.finished_at,
+        })
+    }
+}
+
+impl StepRow {
+    fn status(&self, what: &str) -> Result<StepStatus, StoreError> {
+        self.status
+            .parse()
+            .map_err(|e| corrupt(format!("step {} of {what}", self.step_index), e))
+    }
+
+    fn component_type(&self, what: &str) -> Result<ComponentType, StoreError> {
+        self.component_type
+            .parse()
+            .map_err(|e: flow_rules::UnknownComponentType| {
+                corrupt(format!("step {} of {what}", self.step_index), e)
+            })
+    }
+
+    fn results(&self, what: &str) -> Result<BTreeMap<String, ComponentResult>, StoreError> {
+        serde_json::from_value(self.results.clone())
+            .map_err(|e| corrupt(format!("results of step {} of {what}", self.step_index), e))
+    }
+
+    fn into_state(self, what: &str) -> Result<StepState, StoreError> {
+        Ok(StepState {
+            status: self.status(what)?,
+            component_type: self.component_type(what)?,
+            results: self.results(what)?,
+            step_index: unsigned(self.step_index),
+            stage: unsigned(self.stage),
+            generation: unsigned(self.generation),
+            components: unsigned(self.components),
+            budget_ms: unsigned64(self.budget_ms),
+            deadline_ms: self.deadline.map(ms),
+            started_ms: self.started_at.map(ms),
+            finished_ms: self.finished_at.map(ms),
+            error: self.error,
+            calls: unsigned64(self.calls),
+        })
+    }
+
+    fn into_record(self, what: &str) -> Result<StepRecord, StoreError> {
+        Ok(StepRecord {
+            status: self.status(what)?,
+            component_type: self.component_type(what)?,
+            results: self.results(what)?,
+            step_index: unsigned(self.step_index),
+            stage: unsigned(self.stage),
+            components: unsigned(self.components),
+            budget_ms: unsigned64(self.budget_ms),
+            deadline: self.deadline,
+            started_at: self.started_at,
+            finished_at: self.finished_at,
+            error: self.error,
+            calls: unsigned64(self.calls),
+            generation: unsigned(self.generation),
+        })
+    }
+}

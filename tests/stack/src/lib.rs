@@ -1,0 +1,400 @@
+//! `flow-testenv`: the whole Flow stack for tests, real parts only.
+//!
+//! [`Stack::builder`] starts a private `nats-server` (its own ports and
+//! store), a fresh Postgres database with the migrations applied, a
+//! scheduler, and — when asked — the rack simulator with its rack loaded
+//! and in-process workers driving it over HTTP. A test then calls the API
+//! typed ([`Stack::call`]) or as JSON ([`Stack::ok`], [`Stack::raw`] for
+//! hostile bodies), waits with a bound ([`Stack::until_task`],
+//! [`flow_tests::eventually`]), kills and restarts workers and the
+//! scheduler, and stops everything with [`Stack::stop`] (or on drop).
+//!
+//! Every crate's integration tests use it; the lower-level pieces
+//! (`NatsServer`, `TestDb`, bounded waits) are in `flow-tests`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream;
+use flow_hardware::ManagerRegistry;
+use flow_protocol::api::{ApiError, Endpoint, decode_reply};
+use flow_protocol::subjects::api_subject;
+use flow_rack_sim::{SimConfig, Simulator};
+use flow_redfish::lifecycle::LifecycleClient;
+use flow_redfish::{CredentialStore, RedfishSettings};
+use flow_scheduler::Scheduler;
+use flow_scheduler::metrics::SchedulerMetrics;
+use flow_store::Store;
+use flow_tests::{NatsServer, TestDb};
+use flow_worker::WorkerConfig;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// How long an API call waits for its reply.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long [`Stack::finish`] waits for a task to end.
+pub const FINISH_TIMEOUT: Duration = Duration::from_secs(60);
+/// How often the bounded waits look again.
+pub const POLL: Duration = Duration::from_millis(50);
+/// How long a stopping worker may take to hand its jobs back.
+const WORKER_STOP: Duration = Duration::from_secs(10);
+
+/// The registry a worker of the simulator uses: the Redfish managers with
+/// the simulator's credentials, and its lifecycle API for decommissioning.
+pub fn sim_registry(sim: &Simulator) -> ManagerRegistry {
+    let credentials = Arc::new(CredentialStore::single(
+        flow_rack_sim::CREDENTIAL_REF,
+        flow_rack_sim::DEFAULT_USER,
+        flow_rack_sim::DEFAULT_PASSWORD,
+    ));
+    let settings = RedfishSettings::default();
+    let lifecycle = LifecycleClient::new(
+        &format!("{}/lifecycle/v1", sim.admin_url()),
+        settings.http_client().expect("an HTTP client"),
+        Arc::clone(&credentials),
+        flow_rack_sim::CREDENTIAL_REF,
+    );
+    flow_redfish::registry(&settings, credentials, Some(lifecycle)).expect("the Redfish managers")
+}
+
+/// What [`Stack`] to start.
+#[derive(Clone)]
+pub struct StackBuilder {
+    nats_config: String,
+    sim: Option<SimConfig>,
+    workers: usize,
+    worker: WorkerConfig,
+    job_ack_wait: Duration,
+    scheduler: bool,
+    metrics: Option<SchedulerMetrics>,
+}
+
+impl StackBuilder {
+    /// The first scheduler counts in `metrics` (registered and served by
+    /// the test).
+    pub fn scheduler_metrics(mut self, metrics: SchedulerMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Extra `nats-server` configuration (e.g. `max_payload: 65536`).
+    pub fn nats_config(mut self, extra: &str) -> Self {
+        self.nats_config = extra.to_owned();
+        self
+    }
+
+    /// Starts the rack simulator with `config` (admin port 0) and loads its
+    /// first rack; one worker unless [`StackBuilder::workers`] says otherwise
+    /// (after this call).
+    pub fn simulator(mut self, config: SimConfig) -> Self {
+        self.sim = Some(SimConfig {
+            admin_port: 0,
+            ..config
+        });
+        self.workers = self.workers.max(1);
+        self
+    }
+
+    /// How many in-process workers run against the simulator.
+    pub fn workers(mut self, n: usize) -> Self {
+        self.workers = n;
+        self
+    }
+
+    /// The workers' settings.
+    pub fn worker_config(mut self, config: WorkerConfig) -> Self {
+        self.worker = config;
+        self
+    }
+
+    /// The jobs consumer's ack wait.
+    pub fn job_ack_wait(mut self, wait: Duration) -> Self {
+        self.job_ack_wait = wait;
+        self
+    }
+
+    /// No scheduler at first ([`Stack::start_scheduler`] starts one).
+    pub fn without_scheduler(mut self) -> Self {
+        self.scheduler = false;
+        self
+    }
+
+    /// Starts it.
+    pub async fn start(self) -> Stack {
+        let nats = if self.nats_config.is_empty() {
+            NatsServer::start()
+        } else {
+            NatsServer::start_with_config(&self.nats_config)
+        };
+        let db = TestDb::create().await;
+        let store = Store::connect(db.url(), 5)
+            .await
+            .expect("connect the store");
+        store.migrate().await.expect("migrate");
+        let client = async_nats::connect(nats.url())
+            .await
+            .expect("connect to NATS");
+        let sim = match self.sim.clone() {
+            Some(config) => Some(flow_rack_sim::start(config).await.expect("the simulator")),
+            None => None,
+        };
+        let mut stack = Stack {
+            schedulers: Vec::new(),
+            workers: Vec::new(),
+            sim,
+            worker_config: self.worker.clone(),
+            job_ack_wait: self.job_ack_wait,
+            js: jetstream::new(client.clone()),
+            client,
+            store,
+            db,
+            nats,
+        };
+        if self.scheduler {
+            match self.metrics {
+                Some(metrics) => {
+                    let scheduler = Scheduler::start_with_metrics(
+                        stack.client.clone(),
+                        stack.store.clone(),
+                        stack.job_ack_wait,
+                        metrics,
+                    )
+                    .await
+                    .expect("the scheduler");
+                    stack.schedulers.push(scheduler);
+                }
+                None => stack.start_scheduler().await,
+            }
+        }
+        for _ in 0..self.workers {
+            stack.start_worker();
+        }
+        if self.scheduler
+            && let Some(sim) = &stack.sim
+        {
+            let rack = serde_json::to_value(&sim.inventory()[0]).expect("a rack document");
+            stack.ok("rack.create", json!({ "rack": rack })).await;
+        }
+        stack
+    }
+}
+
+struct WorkerTask {
+    stop: CancellationToken,
+    handle: JoinHandle<()>,
+}
+
+/// A running stack. Field order is drop order: schedulers and workers go
+/// before the simulator, the database and the server.
+pub struct Stack {
+    schedulers: Vec<Scheduler>,
+    workers: Vec<WorkerTask>,
+    sim: Option<Simulator>,
+    worker_config: WorkerConfig,
+    job_ack_wait: Duration,
+    /// A connection of the test's own.
+    pub client: async_nats::Client,
+    /// JetStream on [`Stack::client`].
+    pub js: jetstream::Context,
+    /// The database the schedulers use.
+    pub store: Store,
+    /// The database itself (dropped last but one).
+    pub db: TestDb,
+    /// The server (dropped last).
+    pub nats: NatsServer,
+}
+
+impl Stack {
+    /// A stack with a scheduler and nothing else; see [`StackBuilder`].
+    pub fn builder() -> StackBuilder {
+        StackBuilder {
+            nats_config: String::new(),
+            sim: None,
+            workers: 0,
+            worker: WorkerConfig::default(),
+            job_ack_wait: flow_scheduler::JOB_ACK_WAIT,
+            scheduler: true,
+            metrics: None,
+        }
+    }
+
+    /// The simulator.
+    ///
+    /// # Panics
+    ///
+    /// When the stack has none.
+    pub fn sim(&self) -> &Simulator {
+        self.sim.as_ref().expect("the stack has a simulator")
+    }
+
+    /// Starts another scheduler on its own connection, same database.
+    pub async fn start_scheduler(&mut self) {
+        let client = async_nats::connect(self.nats.url())
+            .await
+            .expect("connect to NATS");
+        let scheduler =
+            Scheduler::start_with(client.clone(), self.store.clone(), self.job_ack_wait)
+                .await
+                .expect("the scheduler");
+        // Its subscriptions reach the server before any request of the
+        // test's own connection does.
+        client.flush().await.expect("flush the scheduler's connection");
+        self.schedulers.push(scheduler);
+    }
+
+    /// Stops every scheduler (gracefully).
+    pub async fn stop_schedulers(&mut self) {
+        for s in self.schedulers.drain(..) {
+            s.stop().await.expect("stop the scheduler");
+        }
+    }
+
+    /// Starts another worker against the simulator.
+    pub fn start_worker(&mut self) {
+        let stop = CancellationToken::new();
+        let (client, registry, config, token) = (
+            self.client.clone(),
+            sim_registry(self.sim()),
+            self.worker_config.clone(),
+            stop.clone(),
+        );
+        let handle = tokio::spawn(async move {
+            flow_worker::run(client, registry, config, token)
+                .await
+                .expect("the worker");
+        });
+        self.workers.push(WorkerTask { stop, handle });
+    }
+
+    /// Kills every worker as a crash would: their futures are dropped
+    /// mid-await, nothing is checkpointed or acknowledged on the way out.
+    pub async fn kill_workers(&mut self) {
+        for w in self.workers.drain(..) {
+            w.handle.abort();
+            let _ = w.handle.await;
+        }
+    }
+
+    /// Stops every worker gracefully (they hand their jobs back); false
+    /// when one did not return within 10 s.
+    pub async fn stop_workers(&mut self) -> bool {
+        let mut in_time = true;
+        for w in self.workers.drain(..) {
+            w.stop.cancel();
+            in_time &= tokio::time::timeout(WORKER_STOP, w.handle).await.is_ok();
+        }
+        in_time
+    }
+
+    /// Calls endpoint `E`.
+    pub async fn call<E: Endpoint>(&self, request: &E::Request) -> Result<E::Reply, ApiError> {
+        let body = serde_json::to_vec(request).expect("an encodable request");
+        let reply = self.request(E::NAME, body, CALL_TIMEOUT).await;
+        decode_reply(&reply)
+    }
+
+    /// Sends raw bytes to an endpoint (waiting at most `wait`) and decodes
+    /// the envelope.
+    pub async fn raw(
+        &self,
+        endpoint: &str,
+        body: Vec<u8>,
+        wait: Duration,
+    ) -> Result<Value, ApiError> {
+        decode_reply(&self.request(endpoint, body, wait).await)
+    }
+
+    async fn request(&self, endpoint: &str, body: Vec<u8>, wait: Duration) -> Vec<u8> {
+        self.client
+            .send_request(
+                api_subject(endpoint),
+                async_nats::Request::new()
+                    .payload(body.into())
+                    .timeout(Some(wait)),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("flow.api.{endpoint}: no reply: {e}"))
+            .payload
+            .to_vec()
+    }
+
+    /// Calls an endpoint with a JSON body.
+    pub async fn call_json(&self, endpoint: &str, body: Value) -> Result<Value, ApiError> {
+        self.raw(
+            endpoint,
+            serde_json::to_vec(&body).expect("JSON"),
+            CALL_TIMEOUT,
+        )
+        .await
+    }
+
+    /// Calls an endpoint with a JSON body that must succeed.
+    pub async fn ok(&self, endpoint: &str, body: Value) -> Value {
+        self.call_json(endpoint, body)
+            .await
+            .unwrap_or_else(|e| panic!("{endpoint}: {e} {:?}", e.details))
+    }
+
+    /// Calls an endpoint with a JSON body that must fail; the error.
+    pub async fn err(&self, endpoint: &str, body: Value) -> ApiError {
+        match self.call_json(endpoint, body).await {
+            Ok(v) => panic!("{endpoint} succeeded: {v}"),
+            Err(e) => e,
+        }
+    }
+
+    /// A task as JSON (`task.get`).
+    pub async fn task(&self, id: &str) -> Value {
+        self.ok("task.get", json!({ "id": id })).await
+    }
+
+    /// Waits (bounded by `timeout`) until `done` holds for the task; the
+    /// task then. Panics naming `what` and the last state when it does not.
+    pub async fn until_task(
+        &self,
+        id: &str,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&Value) -> bool,
+    ) -> Value {
+        let last = std::sync::Mutex::new(Value::Null);
+        let found = flow_tests::eventually(timeout, POLL, || async {
+            let task = self.task(id).await;
+            let ok = done(&task);
+            *last.lock().unwrap_or_else(|e| e.into_inner()) = task.clone();
+            ok.then_some(task)
+        })
+        .await;
+        found.unwrap_or_else(|e| {
+            panic!(
+                "{what}: {e}; the task: {}",
+                last.lock().unwrap_or_else(|e| e.into_inner())
+            )
+        })
+    }
+
+    /// Waits (bounded) for a task to reach a final status.
+    pub async fn finish(&self, id: &str) -> Value {
+        self.until_task(id, "the task never finished", FINISH_TIMEOUT, |t| {
+            ["completed", "failed", "terminated"].contains(&t["status"].as_str().unwrap_or(""))
+        })
+        .await
+    }
+
+    /// Messages a stream holds now.
+    pub async fn stream_messages(&self, stream: &str) -> u64 {
+        let mut s = self.js.get_stream(stream).await.expect("the stream");
+        s.info().await.expect("its info").state.messages
+    }
+
+    /// Stops everything: workers (handing their jobs back), schedulers, the
+    /// simulator.
+    pub async fn stop(mut self) {
+        self.stop_workers().await;
+        self.stop_schedulers().await;
+        if let Some(sim) = self.sim.take() {
+            sim.shutdown().await;
+        }
+    }
+}
