@@ -167,21 +167,7 @@ async fn main() -> anyhow::Result<()> {
     // process (each is killed when its handle drops): nothing is left over.
     tokio::select! {
         result = run(cli, tools) => result,
-        () = interrupted() => bail!("interrupted: every process this run started was stopped"),
-    }
-}
-
-async fn interrupted() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
-        }
-    };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
+        () = flow_telemetry::shutdown_signal() => bail!("interrupted: every process this run started was stopped"),
     }
 }
 

@@ -357,7 +357,7 @@ impl Simulator {
         let _ = self.shutdown.send(true);
         for task in std::mem::take(&mut self.tasks) {
             if let Err(error) = task.await {
-                tracing::warn!(%error, "a simulator task failed");
+                tracing::warn!(error = %flow_telemetry::ErrorChain(&error), "a simulator task failed");
             }
         }
         tracing::info!("simulator stopped");

@@ -175,33 +175,6 @@ fn write_inventory(racks: &[RackSpec], out: Option<&Path>) -> anyhow::Result<()>
     Ok(())
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::warn!(%error, "cannot listen for SIGINT");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
-    }
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
@@ -216,7 +189,7 @@ async fn main() -> anyhow::Result<()> {
         sim.admin_url(),
         sim.bmc_count()
     );
-    shutdown_signal().await;
+    flow_telemetry::shutdown_signal().await;
     tracing::info!("shutting down");
     sim.shutdown().await;
     Ok(())

@@ -147,7 +147,7 @@ impl Listener {
                 Err(error) => {
                     attempts += 1;
                     if attempts == 1 || attempts.is_multiple_of(250) {
-                        tracing::warn!(bmc = %self.label, addr = %self.addr, attempts, %error, "cannot bind the BMC's port again; retrying");
+                        tracing::warn!(bmc = %self.label, addr = %self.addr, attempts, error = %flow_telemetry::ErrorChain(&error), "cannot bind the BMC's port again; retrying");
                     }
                 }
             }
@@ -182,7 +182,7 @@ impl Listener {
                         connections.spawn(serve_connection(stream, self.tls.clone(), self.router.clone()));
                     }
                     Err(error) => {
-                        tracing::warn!(bmc = %self.label, %error, "accept failed");
+                        tracing::warn!(bmc = %self.label, error = %flow_telemetry::ErrorChain(&error), "accept failed");
                         tokio::time::sleep(ACCEPT_BACKOFF).await;
                     }
                 },
@@ -215,7 +215,7 @@ async fn serve_connection(stream: TcpStream, tls: Option<TlsAcceptor>, router: R
                         .await
                 }
                 Ok(Err(error)) => {
-                    tracing::debug!(%error, "TLS handshake failed");
+                    tracing::debug!(error = %flow_telemetry::ErrorChain(&error), "TLS handshake failed");
                     return;
                 }
                 Err(_) => {
@@ -226,6 +226,6 @@ async fn serve_connection(stream: TcpStream, tls: Option<TlsAcceptor>, router: R
         }
     };
     if let Err(error) = result {
-        tracing::debug!(error = %error, "connection ended with an error");
+        tracing::debug!(error = %flow_telemetry::ErrorChain(&*error), "connection ended with an error");
     }
 }

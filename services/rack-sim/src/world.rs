@@ -417,7 +417,7 @@ impl World {
         self.requests.clear_peak();
         for spec in self.config.faults.clone() {
             if let Err(error) = self.faults.add(spec) {
-                tracing::warn!(%error, "configured fault no longer installs");
+                tracing::warn!(error = %flow_telemetry::ErrorChain(&error), "configured fault no longer installs");
             }
         }
         for (r, cell) in self.racks.iter().enumerate() {

@@ -36,7 +36,7 @@ pub async fn start(
             Ok(server) => server,
             Err(error) => {
                 tracing::warn!(
-                    error = &error as &dyn std::error::Error,
+                    error = %flow_telemetry::ErrorChain(&error),
                     "default metrics address taken: no metrics listener (set --metrics-listen)"
                 );
                 return Ok(None);
@@ -90,7 +90,7 @@ pub async fn serve(
             let _ = stopped.await;
         });
         if let Err(error) = serve.await {
-            tracing::error!(error = %error, "metrics listener stopped");
+            tracing::error!(error = %flow_telemetry::ErrorChain(&error), "metrics listener stopped");
         }
     });
     Ok(MetricsServer {

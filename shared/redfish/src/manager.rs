@@ -270,7 +270,7 @@ pub(crate) fn transport_error(
             message: e.to_string(),
         },
         None => {
-            let detail = error_chain(e);
+            let detail = flow_telemetry::chain(e);
             let url = format!("{}{}", target.bmc_url, url.path());
             if detail.contains("certificate") || detail.contains("UnknownIssuer") {
                 HardwareError::Tls {
@@ -287,17 +287,6 @@ pub(crate) fn transport_error(
             }
         }
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// Classifies an nv-redfish error.

@@ -61,25 +61,33 @@ pub fn init(settings: &LogSettings) {
     };
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM.
+/// Resolves on SIGINT (Ctrl-C) or SIGTERM. A signal that cannot be
+/// listened for is logged and waited for no more; the other still works.
 pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::warn!(error = %ErrorChain(&error), "cannot listen for SIGINT");
+            std::future::pending::<()>().await;
+        }
+    };
     #[cfg(unix)]
-    {
+    let terminate = async {
         match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = ctrl_c => {}
-                    _ = term.recv() => {}
-                }
+            Ok(mut signal) => {
+                signal.recv().await;
             }
-            Err(_) => {
-                let _ = ctrl_c.await;
+            Err(error) => {
+                tracing::warn!(error = %ErrorChain(&error), "cannot listen for SIGTERM");
+                std::future::pending::<()>().await;
             }
         }
-    }
+    };
     #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = terminate => {}
+    }
 }
 
 #[cfg(test)]

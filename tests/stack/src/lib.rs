@@ -239,7 +239,10 @@ impl Stack {
                 .expect("the scheduler");
         // Its subscriptions reach the server before any request of the
         // test's own connection does.
-        client.flush().await.expect("flush the scheduler's connection");
+        client
+            .flush()
+            .await
+            .expect("flush the scheduler's connection");
         self.schedulers.push(scheduler);
     }
 

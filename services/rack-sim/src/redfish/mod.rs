@@ -80,7 +80,7 @@ async fn handle(State(bmc): State<Bmc>, request: Request) -> Response {
             response
         }
         Err(error) => {
-            tracing::debug!(rack = %bmc.world.rack_name(bmc.at), component = %bmc.world.component_name(bmc.at), %method, %path, %error, "redfish request refused");
+            tracing::debug!(rack = %bmc.world.rack_name(bmc.at), component = %bmc.world.component_name(bmc.at), %method, %path, error = %flow_telemetry::ErrorChain(&error), "redfish request refused");
             error.into_response()
         }
     }

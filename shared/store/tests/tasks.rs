@@ -1,0 +1,322 @@
+//! The task store against a real Postgres (a fresh database per test): a
+//! task's state reads back as it was saved, saves are compare-and-set, the
+//! outbox keeps its order, the rack's queue and occupancy read right, and
+//! the schema's status constraints agree with the enums' one mapping.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use flow_engine::lifecycle::queue::OpenTask;
+use flow_engine::lifecycle::{Admission, Effect, Event, TaskPlan, TaskState, apply};
+use flow_engine::plan;
+use flow_protocol::api::{ResolveReply, RuleSource};
+use flow_protocol::jobs::ComponentTarget;
+use flow_protocol::rack::RackSpec;
+use flow_protocol::{RackId, StepStatus, TaskId, TaskStatus};
+use flow_rules::{OperationCode, RuleDefinition};
+use flow_store::tasks::NewTask;
+use flow_store::{Store, StoreError};
+use flow_tests::TestDb;
+use serde_json::json;
+
+struct Env {
+    store: Store,
+    rack: RackId,
+    components: Vec<ComponentTarget>,
+    _db: TestDb,
+}
+
+impl Env {
+    async fn new() -> Env {
+        let db = TestDb::create().await;
+        let store = Store::connect(db.url(), 4).await.unwrap();
+        store.migrate().await.unwrap();
+        let spec: RackSpec = serde_json::from_value(json!({"name": "rack-01", "components": [
+            {"type": "powershelf", "name": "powershelf-01", "bmc_url": "http://127.0.0.1:9001", "credential_ref": "sim"},
+            {"type": "compute", "name": "compute-01", "bmc_url": "http://127.0.0.1:9002", "credential_ref": "sim"},
+            {"type": "compute", "name": "compute-02", "bmc_url": "http://127.0.0.1:9003", "credential_ref": "sim"}
+        ]}))
+        .unwrap();
+        let rack = store.create_rack(&spec).await.unwrap();
+        let components = rack
+            .components
+            .iter()
+            .map(|c| ComponentTarget {
+                rack: rack.name.clone(),
+                name: c.name.clone(),
+                component_type: c.component_type,
+                bmc_url: c.bmc_url.clone(),
+                credential_ref: c.credential_ref.clone(),
+                resource_id: None,
+            })
+            .collect();
+        Env {
+            store,
+            rack: rack.id,
+            components,
+            _db: db,
+        }
+    }
+
+    fn rule() -> RuleDefinition {
+        RuleDefinition::from_value(&json!({"version": "v1", "steps": [
+            {"component_type": "powershelf", "stage": 1, "main_operation": {"name": "PowerControl"}},
+            {"component_type": "nvswitch", "stage": 2, "main_operation": {"name": "PowerControl"}},
+            {"component_type": "compute", "stage": 3, "main_operation": {"name": "PowerControl"}}
+        ]}))
+        .unwrap()
+    }
+
+    fn planned(&self) -> TaskState {
+        let rule = Self::rule();
+        let planned = plan(&rule, &self.components).unwrap();
+        let task_plan = Arc::new(TaskPlan {
+            operation: "power_on".parse::<OperationCode>().unwrap(),
+            rule,
+            components: planned.components.clone(),
+            firmware: BTreeMap::new(),
+        });
+        TaskState::planned(TaskId::new(), self.rack, task_plan, &planned)
+    }
+
+    fn new_task(request_id: &str) -> NewTask {
+        NewTask {
+            request_id: request_id.to_owned(),
+            rack_name: "rack-01".to_owned(),
+            rule: ResolveReply {
+                source: RuleSource::Builtin,
+                reason: "test".into(),
+                rule_id: None,
+                revision: None,
+                name: "test rule".into(),
+                operation: "power_on".parse().unwrap(),
+                definition: Self::rule().to_json_value(),
+            },
+        }
+    }
+
+    /// Submits a planned task (started or queued) and commits; its state
+    /// and the effects written.
+    async fn submit(&self, request_id: &str, admission: Admission) -> (TaskState, Vec<Effect>) {
+        let mut tx = self.store.begin_tasks().await.unwrap();
+        let t = apply(&self.planned(), &Event::Submitted(admission), tx.now_ms()).unwrap();
+        tx.insert(&Self::new_task(request_id), &t.state)
+            .await
+            .unwrap();
+        tx.outbox(&t.effects).await.unwrap();
+        tx.commit().await.unwrap();
+        (t.state, t.effects)
+    }
+
+    async fn load(&self, id: TaskId) -> TaskState {
+        let mut tx = self.store.begin_tasks().await.unwrap();
+        tx.lock(id).await.unwrap().expect("the task")
+    }
+}
+
+#[tokio::test]
+async fn a_task_reads_back_as_it_was_saved() {
+    let env = Env::new().await;
+    let (state, _) = env.submit("r1", Admission::Start).await;
+    assert_eq!(state.status, TaskStatus::Running);
+    let loaded = env.load(state.id).await;
+    assert_eq!(loaded, state);
+    // The plan's component lists come back grouped as they were.
+    assert_eq!(loaded.plan.components, state.plan.components);
+    assert_eq!(loaded.steps[1].status, StepStatus::Skipped);
+
+    // A transition saved reads back too: the cancel request included.
+    let mut tx = env.store.begin_tasks().await.unwrap();
+    let before = tx.lock(state.id).await.unwrap().unwrap();
+    let t = apply(&before, &Event::CancelRequested, tx.now_ms()).unwrap();
+    tx.save(&before, &t.state).await.unwrap();
+    tx.commit().await.unwrap();
+    let loaded = env.load(state.id).await;
+    assert!(loaded.cancel_requested);
+    assert_eq!(loaded, t.state);
+
+    // The record the API shows.
+    let record = env.store.task_record(state.id).await.unwrap();
+    assert_eq!(record.status, TaskStatus::Running);
+    assert_eq!(record.request_id, "r1");
+    assert_eq!(record.current_stage, Some(1));
+    assert_eq!(
+        record.steps.iter().map(|s| s.status).collect::<Vec<_>>(),
+        [
+            StepStatus::Running,
+            StepStatus::Skipped,
+            StepStatus::Pending
+        ]
+    );
+    assert_eq!(record.steps[0].generation, 1);
+    assert!(record.steps[0].deadline.is_some());
+    let list = env.store.list_tasks(10).await.unwrap();
+    assert_eq!(list.tasks.len(), 1);
+    assert_eq!(list.tasks[0].id, state.id);
+    let counts = env.store.task_counts().await.unwrap();
+    assert_eq!(counts.by_status.get(&TaskStatus::Running), Some(&1));
+    assert!(matches!(
+        env.store.task_record(TaskId::new()).await,
+        Err(StoreError::NotFound(_))
+    ));
+}
+
+#[tokio::test]
+async fn a_save_is_a_compare_and_set_on_what_was_loaded() {
+    let env = Env::new().await;
+    let (state, _) = env.submit("r1", Admission::Start).await;
+    let mut tx = env.store.begin_tasks().await.unwrap();
+    let before = tx.lock(state.id).await.unwrap().unwrap();
+    let t = apply(&before, &Event::CancelRequested, tx.now_ms()).unwrap();
+    tx.save(&before, &t.state).await.unwrap();
+    tx.commit().await.unwrap();
+
+    // A writer that loaded before that change cannot overwrite it: its
+    // step is no longer at the generation and status it saw once another
+    // transition moved it.
+    let mut tx = env.store.begin_tasks().await.unwrap();
+    let now = tx.lock(state.id).await.unwrap().unwrap();
+    let mut moved = now.clone();
+    moved.steps[0].status = StepStatus::Completed;
+    tx.save(&now, &moved).await.unwrap();
+    // Saving from the stale view again (same step, old status) is refused.
+    let mut again = now.clone();
+    again.steps[0].status = StepStatus::Failed;
+    let e = tx.save(&now, &again).await.unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Conflict(m) if m.contains("changed underneath")),
+        "{e}"
+    );
+    drop(tx);
+    // And a task row whose status moved on is refused as well.
+    let mut stale = state.clone();
+    stale.status = TaskStatus::Waiting;
+    let mut finished = state.clone();
+    finished.status = TaskStatus::Completed;
+    let mut tx = env.store.begin_tasks().await.unwrap();
+    let e = tx.save(&stale, &finished).await.unwrap_err();
+    assert!(matches!(e, StoreError::Conflict(_)), "{e}");
+}
+
+#[tokio::test]
+async fn effects_go_to_the_outbox_in_order_and_are_published_once() {
+    let env = Env::new().await;
+    let (state, effects) = env.submit("r1", Admission::Start).await;
+    let pending = env.store.outbox_pending(100).await.unwrap();
+    let written: Vec<(&str, &str)> = pending
+        .iter()
+        .map(|(_, m)| (m.subject.as_str(), m.msg_id.as_str()))
+        .collect();
+    let task = state.id;
+    assert_eq!(
+        written,
+        [
+            (
+                format!("flow.events.task.{task}").as_str(),
+                format!("event/{task}/stage/1").as_str()
+            ),
+            ("flow.jobs.powershelf", format!("job/{task}.0.1").as_str()),
+        ]
+    );
+    // The job's payload is the job the lifecycle built.
+    let Effect::PublishJob(job) = &effects[1] else {
+        panic!("{effects:?}")
+    };
+    assert_eq!(pending[1].1.payload, serde_json::to_value(&**job).unwrap());
+    let ids: Vec<i64> = pending.iter().map(|(id, _)| *id).collect();
+    env.store.outbox_published(&ids).await.unwrap();
+    assert!(env.store.outbox_pending(100).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn a_racks_open_tasks_and_its_queue_read_in_fifo_order() {
+    let env = Env::new().await;
+    let (first, _) = env.submit("a", Admission::Start).await;
+    let (w1, _) = env.submit("b", Admission::Queue { expires_ms: 1 }).await;
+    let (w2, _) = env
+        .submit(
+            "c",
+            Admission::Queue {
+                expires_ms: u64::MAX / 4,
+            },
+        )
+        .await;
+    let mut tx = env.store.begin_tasks().await.unwrap();
+    tx.lock_rack(env.rack).await.unwrap();
+    let occupancy = tx.occupancy(env.rack).await.unwrap();
+    assert_eq!(
+        occupancy.oldest_open,
+        Some(OpenTask {
+            id: first.id,
+            status: TaskStatus::Running,
+            operation: "power_on".parse().unwrap()
+        })
+    );
+    assert_eq!(occupancy.waiting, 2);
+    let queue = tx.rack_queue(env.rack).await.unwrap();
+    assert!(queue.held);
+    assert_eq!(
+        queue.waiting.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        [w1.id, w2.id]
+    );
+    assert_eq!(queue.waiting[0].1, Some(1));
+    assert_eq!(tx.find_request("b", env.rack).await.unwrap(), Some(w1.id));
+    assert_eq!(tx.find_request("z", env.rack).await.unwrap(), None);
+    drop(tx);
+    assert_eq!(env.store.racks_with_waiting().await.unwrap(), [env.rack]);
+}
+
+#[tokio::test]
+async fn running_steps_past_their_deadline_are_found_with_their_generation() {
+    let env = Env::new().await;
+    let (state, _) = env.submit("r1", Admission::Start).await;
+    assert!(env.store.overdue_steps().await.unwrap().is_empty());
+    // Its deadline passes (as if its budget had run out).
+    sqlx::query("UPDATE task_steps SET deadline = now() - interval '1 second' WHERE task_id = $1")
+        .bind(state.id.as_uuid())
+        .execute(env.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(env.store.overdue_steps().await.unwrap(), [(state.id, 0, 1)]);
+    let gauges = env.store.gauges().await.unwrap();
+    assert_eq!(gauges.steps_overdue, 1);
+    assert_eq!(gauges.tasks.get(&TaskStatus::Running), Some(&1));
+}
+
+#[tokio::test]
+async fn the_schema_accepts_exactly_the_statuses_the_enums_name() {
+    let env = Env::new().await;
+    let (state, _) = env.submit("r1", Admission::Start).await;
+    let set_task = |status: String| {
+        let store = env.store.clone();
+        async move {
+            sqlx::query("UPDATE tasks SET status = $2 WHERE id = $1")
+                .bind(state.id.as_uuid())
+                .bind(status)
+                .execute(store.pool())
+                .await
+        }
+    };
+    for s in TaskStatus::ALL {
+        set_task(s.as_str().to_owned())
+            .await
+            .unwrap_or_else(|e| panic!("task status {s}: {e}"));
+    }
+    assert!(set_task("done".into()).await.is_err());
+    let set_step = |status: String| {
+        let store = env.store.clone();
+        async move {
+            sqlx::query("UPDATE task_steps SET status = $2 WHERE task_id = $1 AND step_index = 0")
+                .bind(state.id.as_uuid())
+                .bind(status)
+                .execute(store.pool())
+                .await
+        }
+    };
+    for s in StepStatus::ALL {
+        set_step(s.as_str().to_owned())
+            .await
+            .unwrap_or_else(|e| panic!("step status {s}: {e}"));
+    }
+    assert!(set_step("paused".into()).await.is_err());
+}
