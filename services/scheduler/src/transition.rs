@@ -57,12 +57,18 @@ async fn transition(
     event: &Event,
 ) -> Result<Transition, SchedulerError> {
     let t = save(tx, state, event).await?;
-    for effect in &t.effects {
+    hand_on(tx, &t.effects).await?;
+    Ok(t)
+}
+
+/// Promotes the next task of every rack the effects hand on.
+async fn hand_on(tx: &mut TaskTx, effects: &[Effect]) -> Result<(), SchedulerError> {
+    for effect in effects {
         if let Effect::PromoteNext(rack) = effect {
             promote(tx, *rack).await?;
         }
     }
-    Ok(t)
+    Ok(())
 }
 
 /// The rack is free (or may be): waiting tasks past their time expire, and
@@ -144,11 +150,7 @@ impl TaskService {
         tx.insert(new, &t.state).await?;
         tx.outbox(&t.effects).await?;
         // A task that ends at once (nothing to do) hands the rack on.
-        for effect in &t.effects {
-            if let Effect::PromoteNext(rack) = effect {
-                promote(&mut tx, *rack).await?;
-            }
-        }
+        hand_on(&mut tx, &t.effects).await?;
         tx.commit().await?;
         Ok(match t.state.status {
             TaskStatus::Waiting => Submission::Queued(t.state.id),

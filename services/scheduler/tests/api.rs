@@ -1,5 +1,5 @@
 //! The flow.api service against a real nats-server and a fresh Postgres
-//! database per test: every endpoint, the seed's default rule, atomic batch
+//! database per test: every endpoint, a default rule, atomic batch
 //! overwrite that keeps associations, resolution order, and clear errors.
 
 use std::time::Duration;

@@ -17,8 +17,8 @@ use crate::clock::after;
 use crate::{Checkpoint, Clock, StepJob};
 
 /// How long status calls of `WaitDecommissioned` may fail in a row before
-/// the action fails (seed: "five minutes of consecutive status-call
-/// failures").
+/// the action fails: "five minutes of consecutive status-call failures"
+/// (`docs/rule-format.md`, "WaitDecommissioned" and "Defaults").
 pub const DECOMMISSION_STATUS_FAILURE_LIMIT: Duration = Duration::from_secs(5 * 60);
 
 /// Where a step stands after [`advance`].

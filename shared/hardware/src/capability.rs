@@ -44,8 +44,8 @@ impl fmt::Display for Capability {
 }
 
 /// The capabilities an action needs from the manager of the step's
-/// component type (reference `execution.md` §5.2, with the decommission
-/// actions the reference forgot).
+/// component type (`docs/hardware.md`, "Capabilities"; unlike the reference
+/// system's map, it covers the decommission actions).
 pub fn required_capabilities(action: &Action) -> &'static [Capability] {
     match action {
         Action::Sleep { .. } => &[],

@@ -1,6 +1,7 @@
 //! What differs between compute trays, NVLink switch trays and power
 //! shelves: where power lives, which `ResetType` each operation code maps
-//! to (reference `redfish.md` §9), and the main firmware member.
+//! to (`docs/hardware.md`, "ResetType mapping"), and the main firmware
+//! member (`docs/hardware.md`, "Redfish adapter").
 
 use flow_rules::{ComponentType, PowerOperation};
 
@@ -131,7 +132,8 @@ impl Kind {
         }
     }
 
-    /// The `ResetType` for an operation code (reference `redfish.md` §9).
+    /// The `ResetType` for an operation code (`docs/hardware.md`, "ResetType
+    /// mapping").
     /// `allowed` is the resource's `ResetType@Redfish.AllowableValues`
     /// (empty when it advertises none); a forced power-on falls back to `On`
     /// only when `ForceOn` is not offered.

@@ -24,8 +24,9 @@ use crate::kind::Kind;
 use crate::lifecycle::LifecycleClient;
 use crate::{BmcCredential, CredentialStore, firmware, power};
 
-/// Requests in flight per BMC when nothing says otherwise (BMCs are small
-/// controllers; the default).
+/// Requests in flight per BMC when nothing says otherwise: BMCs are small
+/// controllers that serve few requests at once (`docs/hardware.md`,
+/// "Connections and timeouts").
 pub const DEFAULT_MAX_CONCURRENT_PER_BMC: usize = 4;
 /// One HTTP request's limit when nothing says otherwise.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);

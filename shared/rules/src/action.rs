@@ -47,7 +47,8 @@ pub enum ActionName {
 }
 
 impl ActionName {
-    /// The actions user rules may use, in the seed's order.
+    /// The actions user rules may use, in the order the format specification
+    /// lists them (`docs/rule-format.md`, "Actions").
     pub const ALL: [ActionName; 8] = [
         ActionName::PowerControl,
         ActionName::FirmwareControl,
@@ -64,9 +65,9 @@ impl ActionName {
         VerifyReachability, Sleep, GetPowerStatus, DecommissionControl, WaitDecommissioned";
 
     /// Names that exist inside the reference system but that user rules may
-    /// not use (seed: "The user-rule validator rejects BringUpControl,
-    /// WaitBringUp, and InjectExpectation"; reference `rules.md` §6.5 adds the
-    /// two firmware checks).
+    /// not use: BringUpControl, WaitBringUp and InjectExpectation, which the
+    /// format refuses, and the reference system's two internal firmware
+    /// checks (`docs/rule-format.md`, "Actions user rules may not use").
     pub const INTERNAL: [&'static str; 5] = [
         "BringUpControl",
         "WaitBringUp",
@@ -96,7 +97,7 @@ impl ActionName {
 
     /// True for actions that act on each component and so run in batches of
     /// `max_parallel`; `Sleep` and `VerifyReachability` act once per step
-    /// (reference `execution.md` §3.3).
+    /// (`docs/rule-format.md`, "Actions" and "Step budget").
     pub fn is_per_component(self) -> bool {
         !matches!(self, ActionName::Sleep | ActionName::VerifyReachability)
     }

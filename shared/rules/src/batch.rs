@@ -1,6 +1,6 @@
 //! Named rules bound to an operation ([`RuleSpec`]) and the YAML batch file
-//! that carries several of them ([`RuleBatch`], seed "YAML batch file
-//! format"; reference `rules.md` §8).
+//! that carries several of them ([`RuleBatch`]; `docs/rule-format.md`,
+//! "Batch files").
 
 use std::collections::HashMap;
 
@@ -215,7 +215,8 @@ pub(crate) fn rule_name(c: &mut Checker, path: &Path, value: Option<&Value>) -> 
 }
 
 /// Validates `operation_type` then `operation` (the code must belong to the
-/// type), in the reference's order.
+/// type), in the reference system's order (`docs/rule-format.md`, "Order of
+/// checks").
 pub(crate) fn operation(
     c: &mut Checker,
     path: &Path,
@@ -268,7 +269,8 @@ pub(crate) fn operation(
 }
 
 /// Checks that every action can work in a task of the rule's operation type
-/// (the reference only finds these at run time).
+/// (`docs/rule-format.md`, "Actions and operation types": the reference
+/// system only found these at run time).
 pub(crate) fn check_fits_operation(c: &mut Checker, path: &Path, spec: &RuleSpec) {
     let operation_type = spec.operation_type();
     for (i, step) in spec.definition.steps.iter().enumerate() {

@@ -2,12 +2,12 @@
 //! scheduler can fail a step that overruns without cutting off work the rule
 //! allows.
 //!
-//! The seed says "Flow derives a separate child-workflow execution budget";
-//! the reference (`rules.md` §9.3) counts one attempt when `retry` is omitted
-//! and ignores sleeps, poll deadlines and `max_parallel` batches, so its
-//! deadline can fire while allowed work is still running (32 min for a step
-//! whose three default attempts may take 60 min). Flow's budget covers
-//! everything a step may do:
+//! The format says Flow derives a separate execution budget for each step;
+//! the reference system counted one attempt when `retry` is omitted and
+//! ignored sleeps, poll deadlines and `max_parallel` batches, so its
+//! deadline could fire while allowed work was still running (32 min for a
+//! step whose three default attempts may take 60 min; `docs/rule-format.md`,
+//! "Step budget"). Flow's budget covers everything a step may do:
 //!
 //! ```text
 //! T(a)        = a.timeout (PowerControl, FirmwareControl) or the step's activity timeout

@@ -1,5 +1,6 @@
-//! Component types a rule step can target (seed: "Compute", "NVSwitch",
-//! "PowerShelf", "ToRSwitch", "UMS", "CDU", case-insensitive).
+//! Component types a rule step can target: "Compute", "NVSwitch",
+//! "PowerShelf", "ToRSwitch", "UMS", "CDU", case-insensitive
+//! (`docs/rule-format.md`, "Component types").
 
 use std::fmt;
 use std::str::FromStr;
@@ -22,7 +23,8 @@ pub enum ComponentType {
 }
 
 impl ComponentType {
-    /// Every component type, in the seed's order.
+    /// Every component type, in the order of `docs/rule-format.md`,
+    /// "Component types".
     pub const ALL: [ComponentType; 6] = [
         ComponentType::Compute,
         ComponentType::NVSwitch,

@@ -1,6 +1,6 @@
 //! Go duration syntax (`time.ParseDuration` / `Duration.String`), the format
-//! every duration field of a rule uses (seed: "All duration fields accept Go
-//! duration strings"; reference `rules.md` §4).
+//! every duration field of a rule uses (`docs/rule-format.md`,
+//! "Durations").
 
 use std::fmt;
 use std::time::Duration;

@@ -204,7 +204,8 @@ pub struct ValidationError {
 }
 
 /// Everything wrong with a document, in document order (and, within one
-/// object, in the reference's order of checks).
+/// object, in the reference system's order of checks:
+/// `docs/rule-format.md`, "Order of checks").
 #[derive(Debug, Clone, PartialEq)]
 pub struct ValidationErrors(pub Vec<ValidationError>);
 

@@ -1,7 +1,8 @@
-//! `flow-rules`: Flow's operation rules — the schema of the seed document,
-//! JSON and YAML parsing, validation that reports every error with its path,
-//! the defaults, the built-in rules for every operation, and the execution
-//! budget of a step. No I/O: every other crate builds on this one.
+//! `flow-rules`: Flow's operation rules — the schema of
+//! `docs/rule-format.md`, JSON and YAML parsing, validation that reports
+//! every error with its path, the defaults, the built-in rules for every
+//! operation, and the execution budget of a step. No I/O: every other crate
+//! builds on this one.
 //!
 //! ```
 //! use flow_rules::RuleDefinition;

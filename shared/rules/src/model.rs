@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use crate::{Action, ComponentType, RetryPolicy, defaults};
 
-/// The schema version of a rule definition. Only `v1` exists (seed: "Defaults
-/// to \"v1\""); anything else is refused on write and on read.
+/// The schema version of a rule definition. Only `v1` exists, the default
+/// (`docs/rule-format.md`, "Document"); anything else is refused on write
+/// and on read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum SchemaVersion {
-    /// The seed's format.
+    /// The format of `docs/rule-format.md`.
     #[default]
     V1,
 }

@@ -1,5 +1,5 @@
-//! Operation types and codes (seed "Rules and Operations"; reference
-//! `rules.md` §2, with the seed's `decommission` type added).
+//! Operation types and codes (`docs/rule-format.md`, "Operation types and
+//! codes", with Flow's `decommission` type).
 
 use std::fmt;
 use std::str::FromStr;
@@ -42,7 +42,7 @@ impl OperationType {
     }
 
     /// The codes a YAML batch must contain for this type when the batch has
-    /// any rule of the type (reference `rules.md` §2.3; the seed adds
+    /// any rule of the type (`docs/rule-format.md`, "Batch files"; Flow adds
     /// `decommission`).
     pub fn required_codes(self) -> &'static [OperationCode] {
         match self {

@@ -1,6 +1,8 @@
-//! From a document to the validated model: the seed's fields, defaults and
-//! checks in the reference's order (`rules.md` §5–§6), plus Flow's stricter
-//! checks (unknown fields, negative timeouts, unparseable durations, …).
+//! From a document to the validated model: the format's fields, defaults and
+//! checks in the reference system's order (`docs/rule-format.md`, "Order of
+//! checks"), plus Flow's stricter checks (unknown fields, negative timeouts,
+//! unparseable durations, …; `docs/rule-format.md`, "Where Flow is
+//! stricter").
 
 use std::collections::HashMap;
 use std::num::NonZeroU32;
@@ -111,8 +113,9 @@ fn step(c: &mut Checker, path: &Path, value: &Value) -> (Option<StepKey>, Option
     let Some(map) = c.object(path, value, STEP_FIELDS, STEP_REFUSED) else {
         return (None, None);
     };
-    // Reference order (`rules.md` §6.3): type, stage, max_parallel, timeout,
-    // retry, pre, main missing, main, post.
+    // The reference system's order (`docs/rule-format.md`, "Order of
+    // checks"): type, stage, max_parallel, timeout, retry, pre, main
+    // missing, main, post.
     let component_type = match field(map, "component_type") {
         None => {
             c.report(
@@ -459,8 +462,9 @@ pub(crate) fn action(c: &mut Checker, path: &Path, value: &Value) -> Option<Acti
             .object(&params_path, v, spec.params, &[])
             .unwrap_or(&empty),
     };
-    // Reference order (`rules.md` §6.5): required parameters, timeout,
-    // poll_interval, then the parameter values.
+    // The reference system's order (`docs/rule-format.md`, "Order of
+    // checks"): required parameters, timeout, poll_interval, then the
+    // parameter values.
     for (param, hint) in spec.required_params {
         if field(params, param).is_none() {
             c.report(

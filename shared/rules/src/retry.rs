@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use crate::defaults;
 
-/// A validated retry policy (seed, "Retry policy fields").
+/// A validated retry policy (`docs/rule-format.md`, "Retry policy").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
     /// Total attempts including the first (≥ 1).

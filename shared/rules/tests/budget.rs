@@ -1,5 +1,6 @@
 //! The step execution budget covers every attempt, wait, poll deadline, sleep
-//! and `max_parallel` batch a step may use — unlike the reference's formula.
+//! and `max_parallel` batch a step may use — unlike the reference system's
+//! formula (`docs/rule-format.md`, "Step budget").
 
 use std::time::Duration;
 
@@ -19,9 +20,11 @@ fn minutes(m: u64, s: u64) -> Duration {
 
 #[test]
 fn the_seeds_32_minute_example_gets_every_default_attempt() {
-    // Seed: "With no step timeout or pre/post action timeouts, the child budget
-    // is 32 minutes, while each activity attempt can take 20 minutes." The
-    // reference counts one attempt: 30 min base + 2 min buffer = 32 min.
+    // The format specification's example: with no step timeout or pre/post
+    // action timeouts, the reference system's budget is 32 minutes, while
+    // each activity attempt can take 20 minutes. It counts one attempt:
+    // 30 min base + 2 min buffer = 32 min (`docs/rule-format.md`, "Step
+    // budget").
     let step = one_step(json!({
         "component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}
     }));
@@ -34,8 +37,9 @@ fn the_seeds_32_minute_example_gets_every_default_attempt() {
 
 #[test]
 fn batches_multiply_per_component_actions_only() {
-    // The reference's own batch cases (one attempt, step timeout 1 min, pre
-    // GetPowerStatus 10 s, post Sleep 20 s), which Flow's formula reproduces.
+    // The reference system's own batch cases (one attempt, step timeout 1 min,
+    // pre GetPowerStatus 10 s, post Sleep 20 s), which Flow's formula
+    // reproduces (`docs/rule-format.md`, "Step budget").
     let step = |max_parallel: u32| {
         one_step(json!({
             "component_type": "compute", "stage": 1, "timeout": "1m",
@@ -55,8 +59,10 @@ fn batches_multiply_per_component_actions_only() {
 
 #[test]
 fn polling_actions_count_their_deadline_and_one_interval() {
-    // Seed graceful power-on, compute step: 20 min, 3 attempts 5 s ×2 cap 1 min,
-    // max_parallel 8, post VerifyPowerStatus 30 s / 5 s; 18 compute trays.
+    // The format's graceful power-on example
+    // (fixtures/seed-graceful-power-on.json), compute step: 20 min, 3 attempts
+    // 5 s ×2 cap 1 min, max_parallel 8, post VerifyPowerStatus 30 s / 5 s; 18
+    // compute trays.
     let step = one_step(json!({
         "component_type": "compute", "stage": 3, "max_parallel": 8, "timeout": "20m",
         "retry": {"max_attempts": 3, "initial_interval": "5s", "backoff_coefficient": 2.0,
@@ -74,7 +80,8 @@ fn polling_actions_count_their_deadline_and_one_interval() {
 #[test]
 fn firmware_counts_start_attempts_and_the_poll_timeout() {
     // Built-in upgrade, compute step: 45 min, 2 attempts 30 s, poll 2m / 45m.
-    // Reference: 45m × 2 + 30s + 2m = 92m30s. Flow adds the polling it allows.
+    // The reference system: 45m × 2 + 30s + 2m = 92m30s. Flow adds the
+    // polling it allows (`docs/rule-format.md`, "Step budget").
     let rule = builtin_rule(OperationCode::Firmware(
         flow_rules::FirmwareOperation::Upgrade,
     ));

@@ -1,6 +1,7 @@
-//! Every rejection rule of the seed and of `reference/rules.md` §6, plus
-//! Flow's stricter checks: each bad document is refused with a message that
-//! names the right path and says what is allowed.
+//! Every rejection rule of the rule format and of the reference system's
+//! checks (`docs/rule-format.md`, "Order of checks"), plus Flow's stricter
+//! checks ("Where Flow is stricter"): each bad document is refused with a
+//! message that names the right path and says what is allowed.
 
 use flow_rules::{RuleBatch, RuleDefinition};
 use serde_json::{Value, json};
@@ -127,7 +128,7 @@ fn legacy_delay_after_is_refused_with_advice() {
     );
 }
 
-// ---- step (reference §6.3) ---------------------------------------------
+// ---- step (docs/rule-format.md, "Steps") --------------------------------
 
 #[test]
 fn component_type_unknown_missing_or_not_a_string() {
@@ -253,7 +254,7 @@ fn duplicate_component_type_in_one_stage() {
     assert!(RuleDefinition::from_value(&ok).is_ok());
 }
 
-// ---- retry (reference §6.4) --------------------------------------------
+// ---- retry (docs/rule-format.md, "Retry policy") ------------------------
 
 fn retry(patch: Value) -> Value {
     let mut r = json!({"max_attempts": 3, "initial_interval": "1s", "backoff_coefficient": 2.0});
@@ -309,7 +310,7 @@ fn retry_policy_checks() {
     );
 }
 
-// ---- actions (reference §6.5, §6.6) -------------------------------------
+// ---- actions (docs/rule-format.md, "Actions") ---------------------------
 
 #[test]
 fn unknown_and_internal_action_names() {
@@ -609,7 +610,7 @@ fn syntax_errors_are_reported_with_their_position() {
     assert!(e.contains("line 1"), "{e}");
 }
 
-// ---- batches (reference §8) ---------------------------------------------
+// ---- batches (docs/rule-format.md, "Batch files") -----------------------
 
 fn batch_errors(yaml: &str) -> Vec<String> {
     match RuleBatch::from_yaml_str(yaml) {

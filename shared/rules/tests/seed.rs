@@ -1,5 +1,6 @@
-//! The seed's examples, the shipped example batch and the built-in rules all
-//! validate, and their canonical JSON parses back to the same model.
+//! The format specification's examples (`tests/fixtures/seed-*.json`;
+//! `docs/rule-format.md`), the shipped example batch and the built-in rules
+//! all validate, and their canonical JSON parses back to the same model.
 
 use std::time::Duration;
 

@@ -2,7 +2,8 @@
 //! Order: explicit rule ID (missing → error, no fallback) → the rack's
 //! binding → the operation's default → the built-in rule. A database error
 //! or an unreadable stored rule is an error, never a silent fall-through to
-//! the built-in rule (the reference's weakness).
+//! the built-in rule (`docs/rule-format.md`, "Resolution and default
+//! rules").
 
 use flow_protocol::RuleId;
 use flow_protocol::api::{ResolveReply, RuleSource};

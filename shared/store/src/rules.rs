@@ -17,7 +17,8 @@ use crate::{Store, StoreError};
 
 /// Most rules one list call returns.
 pub const MAX_LIST_LIMIT: u32 = 1000;
-/// Rules per page when the caller says nothing (reference: 100).
+/// Rules per page when the caller says nothing (as the reference system's
+/// API pages them).
 pub const DEFAULT_LIST_LIMIT: u32 = 100;
 
 fn type_str(op: OperationCode) -> &'static str {
@@ -147,7 +148,8 @@ impl Store {
     }
 
     /// Creates a validated rule. With `is_default`, fails if the operation
-    /// already has a default (the seed's rule).
+    /// already has a default; `set_default` moves it (`docs/rule-format.md`,
+    /// "Resolution and default rules").
     pub async fn create_rule(
         &self,
         spec: &RuleSpec,
