@@ -306,6 +306,10 @@ pub struct ValidateArgs {
     /// (a batch with `rules:`, or a definition).
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
+    /// Also check each definition against this operation, as `rule create`
+    /// does (a batch's rules are checked against their own operations).
+    #[arg(long)]
+    pub operation: Option<String>,
 }
 
 /// `flow rule create`.

@@ -13,6 +13,7 @@ use serde_json::json;
 
 use crate::Outcome;
 use crate::args::{BmcAction, BmcArgs, BmcKind};
+use crate::out::outln;
 use crate::remote::Output;
 
 /// The credential reference used for `--user/--password-env`.
@@ -21,7 +22,7 @@ const CLI_REF: &str = "flow-bmc-cli";
 fn fail(error: &HardwareError, out: Output) -> Outcome {
     let class = error.class().as_str();
     if out.json {
-        println!(
+        outln!(
             "{}",
             json!({"ok": false, "error": error.to_string(), "class": class})
         );
@@ -68,9 +69,9 @@ pub async fn run(args: &BmcArgs, out: Output) -> Outcome {
         BmcAction::PowerStatus => match manager.power_status(&target).await {
             Ok(s) => {
                 if out.json {
-                    println!("{}", json!({"ok": true, "power": s}));
+                    outln!("{}", json!({"ok": true, "power": s}));
                 } else {
-                    println!("{s:?}");
+                    outln!("{s:?}");
                 }
                 Outcome::Valid
             }
@@ -84,14 +85,14 @@ pub async fn run(args: &BmcArgs, out: Output) -> Outcome {
             match manager.power_control(&target, op).await {
                 Ok(outcome) => {
                     if out.json {
-                        println!("{}", json!({"ok": true, "outcome": outcome}));
+                        outln!("{}", json!({"ok": true, "outcome": outcome}));
                     } else {
                         match outcome {
                             flow_hardware::PowerOutcome::Issued { reset_type } => {
-                                println!("sent ResetType {reset_type}")
+                                outln!("sent ResetType {reset_type}")
                             }
                             flow_hardware::PowerOutcome::AlreadyInState { state } => {
-                                println!("already {state}: nothing sent")
+                                outln!("already {state}: nothing sent")
                             }
                         }
                     }
@@ -103,10 +104,10 @@ pub async fn run(args: &BmcArgs, out: Output) -> Outcome {
         BmcAction::FirmwareStatus => match manager.firmware_status(&target, None).await {
             Ok(status) => {
                 if out.json {
-                    println!("{}", json!({"ok": true, "versions": status.versions}));
+                    outln!("{}", json!({"ok": true, "versions": status.versions}));
                 } else {
                     for (member, version) in &status.versions {
-                        println!("{member}\t{version}");
+                        outln!("{member}\t{version}");
                     }
                 }
                 Outcome::Valid
@@ -127,9 +128,9 @@ pub async fn run(args: &BmcArgs, out: Output) -> Outcome {
             let job = match manager.firmware_update(&target, &request).await {
                 Ok(FirmwareStart::AlreadyInstalled { version }) => {
                     if out.json {
-                        println!("{}", json!({"ok": true, "already_installed": version}));
+                        outln!("{}", json!({"ok": true, "already_installed": version}));
                     } else {
-                        println!("version {version} is already installed: nothing started");
+                        outln!("version {version} is already installed: nothing started");
                     }
                     return Outcome::Valid;
                 }
@@ -154,11 +155,11 @@ pub async fn run(args: &BmcArgs, out: Output) -> Outcome {
                     FirmwareState::Completed | FirmwareState::Failed => {
                         let ok = status.state == FirmwareState::Completed;
                         if out.json {
-                            println!("{}", json!({"ok": ok, "task": job.task, "status": status}));
+                            outln!("{}", json!({"ok": ok, "task": job.task, "status": status}));
                         } else {
-                            println!("{:?}: {}", status.state, status.message);
+                            outln!("{:?}: {}", status.state, status.message);
                             for (member, version) in &status.versions {
-                                println!("{member}\t{version}");
+                                outln!("{member}\t{version}");
                             }
                         }
                         return if ok { Outcome::Valid } else { Outcome::Invalid };

@@ -7,6 +7,7 @@ mod args;
 mod bmc;
 mod client;
 mod input;
+mod out;
 mod remote;
 mod rule;
 mod status;

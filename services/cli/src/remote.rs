@@ -21,6 +21,7 @@ use crate::args::{
     ResolveArgs, SetDefaultArgs, UpdateArgs,
 };
 use crate::client::{Client, ClientError};
+use crate::out::outln;
 
 /// Output style.
 #[derive(Debug, Clone, Copy)]
@@ -46,7 +47,7 @@ pub fn fail(error: ClientError) -> Outcome {
 
 fn print_json<T: Serialize>(value: &T) {
     match serde_json::to_string_pretty(value) {
-        Ok(text) => println!("{text}"),
+        Ok(text) => outln!("{text}"),
         Err(e) => eprintln!("flow: cannot print the reply: {e}"),
     }
 }
@@ -124,8 +125,8 @@ pub async fn create_rule(
             Outcome::Valid
         }
         Ok(rule) => {
-            println!("Created rule {}", rule.id);
-            println!(
+            outln!("Created rule {}", rule.id);
+            outln!(
                 "  {} {}/{}{}",
                 rule.name,
                 rule.operation_type,
@@ -166,7 +167,7 @@ pub async fn create_batch(
         }
         Ok(reply) => {
             for item in &reply.created {
-                println!(
+                outln!(
                     "✅ Created: {} ({}/{}) {}",
                     item.name,
                     item.operation.operation_type(),
@@ -175,7 +176,7 @@ pub async fn create_batch(
                 );
             }
             for item in &reply.overwritten {
-                println!(
+                outln!(
                     "🔄 Overwritten: {} ({}/{}) {}",
                     item.name,
                     item.operation.operation_type(),
@@ -184,7 +185,7 @@ pub async fn create_batch(
                 );
             }
             for item in &reply.skipped {
-                println!(
+                outln!(
                     "⏭️  Skipped: {}/{} - already has rule {} ({})",
                     item.operation.operation_type(),
                     item.operation,
@@ -192,7 +193,7 @@ pub async fn create_batch(
                     item.name
                 );
             }
-            println!(
+            outln!(
                 "Created: {}, overwritten: {}, skipped: {}",
                 reply.created.len(),
                 reply.overwritten.len(),
@@ -235,7 +236,7 @@ pub async fn list(settings: &Settings, out: Output, a: &ListArgs) -> Result<(), 
         return Ok(());
     }
     if reply.rules.is_empty() {
-        println!("No rules found");
+        outln!("No rules found");
         return Ok(());
     }
     let mut t = table(&[
@@ -258,35 +259,35 @@ pub async fn list(settings: &Settings, out: Output, a: &ListArgs) -> Result<(), 
             time(r.created_at),
         ]);
     }
-    println!("{t}");
-    println!("Total: {} rules", reply.total);
+    outln!("{t}");
+    outln!("Total: {} rules", reply.total);
     Ok(())
 }
 
 fn print_rule(rule: &RuleRecord) {
-    println!("ID:             {}", rule.id);
-    println!("Name:           {}", rule.name);
-    println!("Description:    {}", rule.description);
-    println!("Operation:      {}/{}", rule.operation_type, rule.operation);
-    println!(
+    outln!("ID:             {}", rule.id);
+    outln!("Name:           {}", rule.name);
+    outln!("Description:    {}", rule.description);
+    outln!("Operation:      {}/{}", rule.operation_type, rule.operation);
+    outln!(
         "Default:        {}",
         if rule.is_default { "yes" } else { "no" }
     );
-    println!("Revision:       {}", rule.revision);
-    println!("Created:        {}", time(rule.created_at));
-    println!("Updated:        {}", time(rule.updated_at));
+    outln!("Revision:       {}", rule.revision);
+    outln!("Created:        {}", time(rule.created_at));
+    outln!("Updated:        {}", time(rule.updated_at));
     if rule.associations.is_empty() {
-        println!("Racks:          none bound");
+        outln!("Racks:          none bound");
     } else {
         let racks: Vec<_> = rule
             .associations
             .iter()
             .map(|a| a.rack_name.as_str())
             .collect();
-        println!("Racks:          {}", racks.join(", "));
+        outln!("Racks:          {}", racks.join(", "));
     }
-    println!("Definition:");
-    println!(
+    outln!("Definition:");
+    outln!(
         "{}",
         serde_json::to_string_pretty(&rule.definition).unwrap_or_default()
     );
@@ -321,7 +322,7 @@ pub async fn update(settings: &Settings, out: Output, a: &UpdateArgs) -> Result<
     if out.json {
         print_json(&rule);
     } else {
-        println!("Updated rule {} (revision {})", rule.id, rule.revision);
+        outln!("Updated rule {} (revision {})", rule.id, rule.revision);
     }
     Ok(())
 }
@@ -337,12 +338,13 @@ pub async fn delete(settings: &Settings, out: Output, a: &DeleteArgs) -> Result<
     if out.json {
         print_json(&reply);
     } else if reply.deleted {
-        println!(
+        outln!(
             "Deleted rule {} ({} rack binding(s) removed)",
-            a.id, reply.associations_removed
+            a.id,
+            reply.associations_removed
         );
     } else {
-        println!("No rule {} (nothing deleted)", a.id);
+        outln!("No rule {} (nothing deleted)", a.id);
     }
     Ok(())
 }
@@ -361,9 +363,11 @@ pub async fn set_default(
     if out.json {
         print_json(&rule);
     } else {
-        println!(
+        outln!(
             "Rule {} is now the default for {}/{}",
-            rule.id, rule.operation_type, rule.operation
+            rule.id,
+            rule.operation_type,
+            rule.operation
         );
     }
     Ok(())
@@ -384,9 +388,11 @@ pub async fn associate(
     if out.json {
         print_json(&assoc);
     } else {
-        println!(
+        outln!(
             "Rack {} now runs rule {} for {}",
-            assoc.rack_name, assoc.rule_id, assoc.operation
+            assoc.rack_name,
+            assoc.rule_id,
+            assoc.operation
         );
     }
     Ok(())
@@ -419,9 +425,9 @@ pub async fn disassociate(
     if out.json {
         print_json(&reply);
     } else if reply.removed {
-        println!("Removed the {op} binding of rack {}", a.rack_id);
+        outln!("Removed the {op} binding of rack {}", a.rack_id);
     } else {
-        println!("Rack {} had no rule bound for {op}", a.rack_id);
+        outln!("Rack {} had no rule bound for {op}", a.rack_id);
     }
     Ok(())
 }
@@ -445,15 +451,15 @@ pub async fn resolve(settings: &Settings, out: Output, a: &ResolveArgs) -> Resul
         return Ok(());
     }
     let source = serde_json::to_value(reply.source).unwrap_or_default();
-    println!("Rule:     {}", reply.name);
+    outln!("Rule:     {}", reply.name);
     match (reply.rule_id, reply.revision) {
-        (Some(id), Some(rev)) => println!("ID:       {id} (revision {rev})"),
-        _ => println!("ID:       built-in"),
+        (Some(id), Some(rev)) => outln!("ID:       {id} (revision {rev})"),
+        _ => outln!("ID:       built-in"),
     }
-    println!("Source:   {}", source.as_str().unwrap_or_default());
-    println!("Why:      {}", reply.reason);
+    outln!("Source:   {}", source.as_str().unwrap_or_default());
+    outln!("Why:      {}", reply.reason);
     if let Ok(def) = flow_rules::RuleDefinition::from_value(&reply.definition) {
-        println!("Shape:    {}", crate::summary::line(&def));
+        outln!("Shape:    {}", crate::summary::line(&def));
     }
     Ok(())
 }
@@ -481,8 +487,8 @@ pub async fn history(settings: &Settings, out: Output, a: &IdArg) -> Result<(), 
             shape,
         ]);
     }
-    println!("Rule {} ({})", reply.rule_id, reply.operation);
-    println!("{t}");
+    outln!("Rule {} ({})", reply.rule_id, reply.operation);
+    outln!("{t}");
     Ok(())
 }
 
@@ -500,7 +506,7 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                 if out.json {
                     print_json(&rack);
                 } else {
-                    println!(
+                    outln!(
                         "Created rack {} ({}) with {} components",
                         rack.name,
                         rack.id,
@@ -513,7 +519,7 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                 if out.json {
                     print_json(&reply);
                 } else if reply.racks.is_empty() {
-                    println!("No racks");
+                    outln!("No racks");
                 } else {
                     let mut t =
                         table(&["ID", "NAME", "MODEL", "LOCATION", "COMPONENTS", "CREATED"]);
@@ -532,7 +538,7 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                             time(r.created_at),
                         ]);
                     }
-                    println!("{t}");
+                    outln!("{t}");
                 }
             }
             RackCommand::Get(RackArg { rack }) => {
@@ -544,13 +550,13 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                 if out.json {
                     print_json(&r);
                 } else {
-                    println!("ID:        {}", r.id);
-                    println!("Name:      {}", r.name);
-                    println!("Model:     {} {}", r.manufacturer, r.model);
-                    println!("Serial:    {}", r.serial);
-                    println!("Location:  {}", r.location);
+                    outln!("ID:        {}", r.id);
+                    outln!("Name:      {}", r.name);
+                    outln!("Model:     {} {}", r.manufacturer, r.model);
+                    outln!("Serial:    {}", r.serial);
+                    outln!("Location:  {}", r.location);
                     for a in &r.associations {
-                        println!("Rule:      {} → {}", a.operation, a.rule_id);
+                        outln!("Rule:      {} → {}", a.operation, a.rule_id);
                     }
                     let mut t = table(&[
                         "TYPE",
@@ -572,7 +578,7 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                             c.credential_ref.clone(),
                         ]);
                     }
-                    println!("{t}");
+                    outln!("{t}");
                 }
             }
             RackCommand::Delete(RackArg { rack }) => {
@@ -584,9 +590,9 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                 if out.json {
                     print_json(&reply);
                 } else if reply.deleted {
-                    println!("Deleted rack {rack}");
+                    outln!("Deleted rack {rack}");
                 } else {
-                    println!("No rack {rack} (nothing deleted)");
+                    outln!("No rack {rack} (nothing deleted)");
                 }
             }
         }

@@ -10,14 +10,29 @@ use flow_config::Settings;
 use crate::Outcome;
 use crate::args::{CreateArgs, ShowBuiltinArgs, ValidateArgs};
 use crate::input::{self, Document};
+use crate::out::outln;
 use crate::remote::{self, Output};
 use crate::summary;
 
 /// `flow rule validate FILE…`.
 pub fn validate(args: &ValidateArgs, out: Output) -> Outcome {
+    let operation = match args.operation.as_deref().map(str::parse::<OperationCode>) {
+        None => None,
+        Some(Ok(op)) => Some(op),
+        Some(Err(e)) => {
+            eprintln!("flow: --operation: {e}");
+            return Outcome::Unusable;
+        }
+    };
     let mut worst = Outcome::Valid;
     for path in &args.files {
-        let outcome = match input::load(path) {
+        let loaded = input::load(path).and_then(|doc| match (&doc, operation) {
+            (Document::Definition(def), Some(op)) => flow_rules::check_for_operation(def, op)
+                .map(|()| doc)
+                .map_err(Ok),
+            _ => Ok(doc),
+        });
+        let outcome = match loaded {
             Ok(doc) => {
                 report_valid(path, &doc, out.json);
                 Outcome::Valid
@@ -49,17 +64,17 @@ fn rule_line(rule: &RuleSpec) -> String {
 fn report_valid(path: &Path, doc: &Document, as_json: bool) {
     let file = path.display();
     match (doc, as_json) {
-        (Document::Definition(def), false) => println!("OK {file}: {}", summary::line(def)),
+        (Document::Definition(def), false) => outln!("OK {file}: {}", summary::line(def)),
         (Document::Batch(batch), false) => {
-            println!("OK {file}: {} rules", batch.rules.len());
+            outln!("OK {file}: {} rules", batch.rules.len());
             for rule in &batch.rules {
-                println!("  {}", rule_line(rule));
+                outln!("  {}", rule_line(rule));
             }
         }
         (Document::Definition(def), true) => {
             let mut v = json!({"file": file.to_string(), "valid": true});
             v["definition"] = summary::json(def);
-            println!("{v}");
+            outln!("{v}");
         }
         (Document::Batch(batch), true) => {
             let rules: Vec<Value> = batch
@@ -73,7 +88,7 @@ fn report_valid(path: &Path, doc: &Document, as_json: bool) {
                     s
                 })
                 .collect();
-            println!(
+            outln!(
                 "{}",
                 json!({"file": file.to_string(), "valid": true, "rules": rules})
             );
@@ -87,7 +102,7 @@ fn report_invalid(path: &Path, errors: &ValidationErrors, as_json: bool) {
             .iter()
             .map(|e| json!({"path": e.path.as_str(), "message": e.problem.to_string()}))
             .collect();
-        println!(
+        outln!(
             "{}",
             json!({"file": path.display().to_string(), "valid": false, "errors": list})
         );
@@ -106,7 +121,7 @@ fn report_invalid(path: &Path, errors: &ValidationErrors, as_json: bool) {
 
 fn report_unreadable(path: &Path, error: &std::io::Error, as_json: bool) {
     if as_json {
-        println!(
+        outln!(
             "{}",
             json!({"file": path.display().to_string(), "valid": false,
                    "unreadable": error.to_string()})
@@ -138,7 +153,7 @@ pub async fn create(settings: &Settings, out: Output, args: &CreateArgs) -> Outc
             };
             if args.dry_run {
                 let default = if args.is_default { ", default" } else { "" };
-                println!("Would create: {}{default}", rule_line(&rule));
+                outln!("Would create: {}{default}", rule_line(&rule));
                 return Outcome::Valid;
             }
             remote::create_rule(settings, out, &rule, args.is_default).await
@@ -163,14 +178,14 @@ fn print_dry_run(batch: &RuleBatch) {
     types.sort();
     types.dedup();
     for t in types {
-        println!("{t}:");
+        outln!("{t}:");
         for rule in batch.rules.iter().filter(|r| r.operation_type() == t) {
             let description = if rule.description.is_empty() {
                 String::new()
             } else {
                 format!(" - {}", rule.description)
             };
-            println!(
+            outln!(
                 "  • {}: {}{description} ({}, default)",
                 rule.operation,
                 rule.name,
@@ -178,7 +193,7 @@ fn print_dry_run(batch: &RuleBatch) {
             );
         }
     }
-    println!(
+    outln!(
         "Would create: {} rules, each the default for its operation",
         batch.rules.len()
     );
@@ -226,6 +241,6 @@ pub fn show_builtin(args: &ShowBuiltinArgs) -> Outcome {
     };
     let rule = builtin_rule(code);
     eprintln!("{}: {}", rule.name, rule.description);
-    println!("{}", rule.definition.to_canonical_json());
+    outln!("{}", rule.definition.to_canonical_json());
     Outcome::Valid
 }

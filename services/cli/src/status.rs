@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 
 use crate::Outcome;
 use crate::client::{Client, ClientError};
+use crate::out::outln;
 use crate::remote::{Output, fail};
 
 fn str_of(v: &Value) -> String {
@@ -71,7 +72,7 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
     .await;
     match result {
         Ok(v) if out.json => {
-            println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
             Outcome::Valid
         }
         Ok(v) => {
@@ -101,12 +102,12 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
                     str_of(&s["waiting_pulls"]),
                 ]);
             }
-            println!("{t}");
+            outln!("{t}");
             let counts: Vec<String> = v["tasks"]
                 .as_object()
                 .map(|m| m.iter().map(|(k, n)| format!("{k} {n}")).collect())
                 .unwrap_or_default();
-            println!(
+            outln!(
                 "Tasks: {}",
                 if counts.is_empty() {
                     "none".to_owned()
@@ -115,12 +116,12 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
                 }
             );
             if v["parked"].as_u64().unwrap_or(0) > 0 {
-                println!(
+                outln!(
                     "Parked: {} refused messages kept on {STREAM_PARKED} (headers say where from and why; `nats stream view {STREAM_PARKED}`)",
                     v["parked"]
                 );
             }
-            println!("(waiting pulls ≈ idle worker slots; in flight = jobs a worker holds)");
+            outln!("(waiting pulls ≈ idle worker slots; in flight = jobs a worker holds)");
             Outcome::Valid
         }
         Err(e) => fail(e),

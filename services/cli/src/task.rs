@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use flow_config::Settings;
 use flow_protocol::TaskId;
-use flow_protocol::api::{ConflictStrategy, Submission, TaskById, TaskList, TaskSubmit, endpoint};
+use flow_protocol::api::{
+    CancelOutcome, ConflictStrategy, Submission, TaskById, TaskList, TaskSubmit, endpoint,
+};
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::FirmwareImage;
 use flow_protocol::task::{TaskRecord, timestamp};
@@ -16,6 +18,7 @@ use flow_rules::{ComponentType, OperationCode};
 use crate::Outcome;
 use crate::args::{FirmwareArgs, PowerArgs, TargetArgs, TaskCommand};
 use crate::client::{Client, ClientError};
+use crate::out::outln;
 use crate::remote::{Output, fail};
 use crate::watch::watch;
 
@@ -103,21 +106,30 @@ async fn submit(
     let mut outcome = Outcome::Valid;
     let mut tasks = Vec::new();
     if out.json && !target.wait {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&reply).unwrap_or_default()
         );
     }
     for r in &reply.results {
         match &r.submission {
-            Submission::Created(id) | Submission::Queued(id) | Submission::Duplicate(id) => {
+            Submission::Created(id)
+            | Submission::Queued { task_id: id, .. }
+            | Submission::Duplicate(id) => {
                 if !out.json {
-                    let note = if matches!(r.submission, Submission::Duplicate(_)) {
-                        " (already submitted)"
-                    } else {
-                        ""
+                    let note = match &r.submission {
+                        Submission::Duplicate(_) => " (already submitted)".to_owned(),
+                        Submission::Queued {
+                            position,
+                            expires_at,
+                            ..
+                        } => format!(
+                            " queued (position {position}, expires {})",
+                            timestamp::format(*expires_at)
+                        ),
+                        _ => String::new(),
                     };
-                    println!("{}: task {id}{note}", r.rack);
+                    outln!("{}: task {id}{note}", r.rack);
                 }
                 tasks.push(*id);
             }
@@ -201,7 +213,7 @@ pub async fn task(settings: &Settings, out: Output, command: &TaskCommand) -> Ou
                     })
                     .await?;
                 if out.json {
-                    println!(
+                    outln!(
                         "{}",
                         serde_json::to_string_pretty(&list).unwrap_or_default()
                     );
@@ -228,7 +240,7 @@ pub async fn task(settings: &Settings, out: Output, command: &TaskCommand) -> Ou
                             task.message.clone(),
                         ]);
                     }
-                    println!("{t}");
+                    outln!("{t}");
                 }
                 Ok(true)
             }
@@ -237,7 +249,7 @@ pub async fn task(settings: &Settings, out: Output, command: &TaskCommand) -> Ou
                     .call::<endpoint::TaskGet>(&TaskById { id: task_id(id)? })
                     .await?;
                 if out.json {
-                    println!(
+                    outln!(
                         "{}",
                         serde_json::to_string_pretty(&task).unwrap_or_default()
                     );
@@ -252,11 +264,20 @@ pub async fn task(settings: &Settings, out: Output, command: &TaskCommand) -> Ou
                     .call::<endpoint::TaskCancel>(&TaskById { id: task_id(id)? })
                     .await?;
                 if out.json {
-                    println!("{}", serde_json::json!({"cancelling": reply.cancelling}));
-                } else if reply.cancelling {
-                    println!("task {id}: cancelling at the next action boundary");
+                    outln!("{}", serde_json::to_string(&reply).unwrap_or_default());
                 } else {
-                    println!("task {id} has already finished");
+                    match reply.outcome {
+                        CancelOutcome::Cancelling => {
+                            outln!("task {id}: cancelling at the next action boundary")
+                        }
+                        CancelOutcome::CancelledWhileQueued => outln!(
+                            "task {id}: cancelled while queued ({}; nothing ran)",
+                            reply.status
+                        ),
+                        CancelOutcome::AlreadyFinished => {
+                            outln!("task {id} had already finished ({})", reply.status)
+                        }
+                    }
                 }
                 Ok(true)
             }
@@ -302,11 +323,39 @@ pub(crate) fn step_line(s: &flow_protocol::task::StepRecord) -> String {
     )
 }
 
+/// One action's calls for a component: how many, when (seconds after the
+/// step started), and the last error.
+fn action_line(a: &flow_protocol::jobs::ActionCalls, step_start: Option<u64>) -> String {
+    let times: Vec<String> = a
+        .at_ms
+        .iter()
+        .map(|at| match step_start {
+            Some(start) => format!("+{:.1}s", at.saturating_sub(start) as f64 / 1000.0),
+            None => at.to_string(),
+        })
+        .collect();
+    let shown = if (a.attempts as usize) > times.len() {
+        format!("{} … {}", times[0], times[1..].join(" "))
+    } else {
+        times.join(" ")
+    };
+    format!(
+        "{}: {} {} at {shown}{}",
+        a.action,
+        a.attempts,
+        if a.attempts == 1 { "call" } else { "calls" },
+        a.error
+            .as_deref()
+            .map(|e| format!("; last error: {e}"))
+            .unwrap_or_default()
+    )
+}
+
 fn print_task(task: &TaskRecord, full: bool) {
-    println!("Task:      {}", task.id);
-    println!("Rack:      {}", task.rack);
-    println!("Operation: {}/{}", task.operation_type, task.operation);
-    println!(
+    outln!("Task:      {}", task.id);
+    outln!("Rack:      {}", task.rack);
+    outln!("Operation: {}/{}", task.operation_type, task.operation);
+    outln!(
         "Rule:      {} ({}{})",
         task.rule_name,
         serde_json::to_value(task.rule_source)
@@ -317,7 +366,7 @@ fn print_task(task: &TaskRecord, full: bool) {
             .map(|r| format!(", revision {r}"))
             .unwrap_or_default()
     );
-    println!(
+    outln!(
         "Status:    {}{}",
         task.status,
         Some(task.message.as_str())
@@ -326,25 +375,31 @@ fn print_task(task: &TaskRecord, full: bool) {
             .unwrap_or_default()
     );
     for s in &task.steps {
-        println!("{}", step_line(s));
+        outln!("{}", step_line(s));
         if full {
+            let step_start = s
+                .started_at
+                .map(|t| u64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0));
             for (name, c) in &s.results {
                 let error = c
                     .error
                     .as_deref()
                     .map(|e| format!(" ({e})"))
                     .unwrap_or_default();
-                println!(
+                outln!(
                     "      {name:<16} {:<8} {}{error}",
                     c.status.as_str(),
                     c.result
                 );
+                for a in &c.actions {
+                    outln!("        {}", action_line(a, step_start));
+                }
             }
         }
     }
     if full {
-        println!("Rule snapshot:");
-        println!(
+        outln!("Rule snapshot:");
+        outln!(
             "{}",
             serde_json::to_string_pretty(&task.rule).unwrap_or_default()
         );

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use flow_protocol::api::{TaskById, endpoint};
-use flow_protocol::task::{TaskEvent, TaskEventKind, TaskRecord, timestamp};
+use flow_protocol::task::{TaskEvent, TaskEventKind, TaskRecord};
 use flow_protocol::{StepStatus, TaskId, TaskStatus};
 
 use crate::client::{Client, ClientError};
+use crate::out::outln;
 use crate::remote::Output;
 use crate::task::{counts, step_line};
 
@@ -50,7 +51,7 @@ impl View {
         match self {
             View::Lines(last) => {
                 if last.get(&key) != Some(&line) {
-                    println!("[{:>6.1}s]{line}", started.elapsed().as_secs_f64());
+                    outln!("[{:>6.1}s]{line}", started.elapsed().as_secs_f64());
                     last.insert(key, line);
                 }
             }
@@ -109,6 +110,11 @@ pub(crate) async fn watch(client: &Client, out: Output, id: TaskId) -> Result<bo
                             continue;
                         }
                         if let TaskEventKind::StepProgress { stage, component_type, action, done, failed, total, .. } = event.kind {
+                            // A step's end is told once, by its record
+                            // ("completed", "failed"), not also as "done".
+                            if action == "done" && matches!(view, View::Lines(_)) {
+                                continue;
+                            }
                             let step_key = format!("stage {stage}/{component_type}");
                             let key = if matches!(view, View::Lines(_)) { format!("progress/{step_key}") } else { step_key };
                             let line = format!(
@@ -148,7 +154,7 @@ pub(crate) async fn watch(client: &Client, out: Output, id: TaskId) -> Result<bo
         if task.status.is_final() {
             view.finish();
             if out.json {
-                println!(
+                outln!(
                     "{}",
                     serde_json::to_string_pretty(&task).unwrap_or_default()
                 );
@@ -165,9 +171,18 @@ pub(crate) async fn watch(client: &Client, out: Output, id: TaskId) -> Result<bo
 
 /// The per-stage summary printed when a watched task ends.
 fn summary(task: &TaskRecord, started: Instant) {
-    let time = |t: Option<time::OffsetDateTime>| t.map(timestamp::format).unwrap_or_default();
-    println!();
-    println!("Summary ({:.1}s):", started.elapsed().as_secs_f64());
+    let seconds = |d: time::Duration| format!("{:.1}s", d.as_seconds_f64());
+    // Offsets from the task's start, and each step's length.
+    let start = |t: Option<time::OffsetDateTime>| match (task.started_at, t) {
+        (Some(task_start), Some(t)) => format!("+{}", seconds(t - task_start)),
+        _ => String::new(),
+    };
+    let took = |a: Option<time::OffsetDateTime>, b: Option<time::OffsetDateTime>| match (a, b) {
+        (Some(a), Some(b)) => seconds(b - a),
+        _ => String::new(),
+    };
+    outln!();
+    outln!("Summary ({:.1}s):", started.elapsed().as_secs_f64());
     let mut t = comfy_table::Table::new();
     t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
         .set_header(vec![
@@ -176,8 +191,8 @@ fn summary(task: &TaskRecord, started: Instant) {
             "STATUS",
             "COMPONENTS",
             "CALLS",
-            "STARTED",
-            "FINISHED",
+            "START",
+            "TOOK",
             "ERROR",
         ]);
     for s in &task.steps {
@@ -187,13 +202,13 @@ fn summary(task: &TaskRecord, started: Instant) {
             s.status.to_string(),
             s.components.to_string(),
             s.calls.to_string(),
-            time(s.started_at),
-            time(s.finished_at),
+            start(s.started_at),
+            took(s.started_at, s.finished_at),
             s.error.clone().unwrap_or_default(),
         ]);
     }
-    println!("{t}");
-    println!(
+    outln!("{t}");
+    outln!(
         "Task {}: {}{}",
         task.id,
         task.status,

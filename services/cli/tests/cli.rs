@@ -275,3 +275,26 @@ fn show_builtin_prints_a_definition_that_validates() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("unknown operation code \"reboot\"; allowed: power_on"));
 }
+
+#[test]
+fn validate_with_an_operation_refuses_what_create_refuses() {
+    // A power rule (a bare PowerControl) validates on its own, but not for
+    // a firmware operation: create refuses it there, and so does validate.
+    let out = flow(&["rule", "validate", SEED[0]]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = flow(&["rule", "validate", "--operation", "upgrade", SEED[0]]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stderr(&out).contains(
+            "steps[0].main_operation (PowerControl): PowerControl without parameters.operation \
+             runs the task's own power operation"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let out = flow(&["rule", "validate", "--operation", "power_on", SEED[0]]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let out = flow(&["rule", "validate", "--operation", "reboot", SEED[0]]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--operation: unknown operation code \"reboot\""));
+}

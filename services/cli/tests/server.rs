@@ -343,3 +343,78 @@ async fn flow_status_shows_the_pipeline() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancelling_a_queued_task_says_it_was_cancelled_while_queued() {
+    let env = Env::new().await;
+    env.ok(&["rack", "create", "--from-json", "examples/rack-nvl72.json"])
+        .await;
+    // No worker runs: the first task holds the rack, the second queues.
+    let first = env.ok(&["power", "on", "--rack", "rack-01"]).await;
+    assert!(first.starts_with("rack-01: task "), "{first}");
+    let queued = env
+        .ok(&[
+            "power",
+            "off",
+            "--rack",
+            "rack-01",
+            "--queue",
+            "--timeout",
+            "10m",
+        ])
+        .await;
+    assert!(queued.contains(" queued (position 1, expires "), "{queued}");
+    let id = queued
+        .split_whitespace()
+        .find(|w| w.len() == 36 && w.contains('-'))
+        .unwrap_or_else(|| panic!("no task ID in {queued:?}"))
+        .to_owned();
+    let text = env.ok(&["task", "cancel", &id]).await;
+    assert_eq!(
+        text,
+        format!("task {id}: cancelled while queued (terminated; nothing ran)\n")
+    );
+    let reply = env.json(&["task", "cancel", &id]).await;
+    assert_eq!(reply["outcome"], "already_finished", "{reply}");
+    assert_eq!(reply["status"], "terminated", "{reply}");
+    assert_eq!(reply["cancelling"], false, "{reply}");
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_stdout_ends_every_command_quietly() {
+    let env = Env::new().await;
+    env.ok(&["rack", "create", "--from-json", "examples/rack-nvl72.json"])
+        .await;
+    env.ok(&["power", "on", "--rack", "rack-01"]).await;
+    let url = env.0.nats.url();
+    for args in [
+        &["task", "list"][..],
+        &["--json", "task", "list"],
+        &["rack", "list"],
+        &["rule", "list"],
+        &["status"],
+        &["rule", "validate", "examples/operation-rules.yaml"],
+    ] {
+        // The reader of the pipe is gone before the command writes.
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_flow"))
+            .args(args)
+            .env("FLOW_NATS_URL", &url)
+            .env_remove("FLOW_CONFIG")
+            .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .expect("run flow");
+        drop(child.stdout.take());
+        let out = child.wait_with_output().await.expect("flow ends");
+        assert_eq!(
+            out.status.code(),
+            Some(141),
+            "flow {args:?}: {}",
+            stderr(&out)
+        );
+        assert_eq!(stderr(&out), "", "flow {args:?}");
+    }
+    env.stop().await;
+}

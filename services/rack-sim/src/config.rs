@@ -111,6 +111,9 @@ impl SimConfig {
         if self.components_per_rack() == 0 {
             return Err(ConfigError::NoComponents);
         }
+        if self.powershelf == 0 && self.compute + self.nvswitch > 0 {
+            return Err(ConfigError::TraysWithoutShelves);
+        }
         if self.user.is_empty() {
             return Err(ConfigError::EmptyUser);
         }
@@ -316,6 +319,12 @@ pub enum ConfigError {
     /// A rack would have no component at all.
     #[error("a rack needs at least one component")]
     NoComponents,
+    /// Trays but no power shelf: the trays (and their BMCs) draw their
+    /// power from the rack's shelves and could never come up.
+    #[error(
+        "--powershelf 0 with trays: trays draw their power from the rack's power shelves and could never come up; give at least one shelf"
+    )]
+    TraysWithoutShelves,
     /// The BMC user is empty.
     #[error("the BMC user must not be empty")]
     EmptyUser,
@@ -378,5 +387,21 @@ mod tests {
             ..SimConfig::default()
         };
         assert!(matches!(bad.validate(), Err(ConfigError::PortRange { .. })));
+        // Trays with no shelf to power them are refused; shelves alone are
+        // a valid rack.
+        let bad = SimConfig {
+            powershelf: 0,
+            ..SimConfig::default()
+        };
+        assert!(matches!(
+            bad.validate(),
+            Err(ConfigError::TraysWithoutShelves)
+        ));
+        let shelves_only = SimConfig {
+            compute: 0,
+            nvswitch: 0,
+            ..SimConfig::default()
+        };
+        shelves_only.validate().expect("shelves alone");
     }
 }

@@ -128,7 +128,7 @@ pub use inventory::CREDENTIAL_REF;
 pub use lifecycle::LifecycleStatus;
 pub use model::{CommandKind, ComponentKind, PowerState, ResetType, version_from_image_uri};
 pub use server::TlsError;
-pub use state::{CommandRecord, ComponentState, RackState, SimState};
+pub use state::{CommandRecord, ComponentState, RackState, RefusedRecord, SimState};
 
 use crate::clock::Clock;
 use crate::server::Listener;

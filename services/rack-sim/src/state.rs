@@ -56,6 +56,23 @@ pub struct ComponentState {
     pub lifecycle: String,
     /// Accepted commands, oldest first.
     pub commands: Vec<CommandRecord>,
+    /// Requests the BMC refused or failed, oldest first: injected faults
+    /// and refused commands, with the status answered.
+    #[serde(default)]
+    pub refused: Vec<RefusedRecord>,
+}
+
+/// One request the BMC answered with an error.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RefusedRecord {
+    /// When, RFC 3339.
+    pub at: String,
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The request path.
+    pub path: String,
+    /// The HTTP status answered.
+    pub status: u16,
 }
 
 /// One accepted command.
@@ -130,6 +147,16 @@ pub(crate) fn snapshot(world: &World) -> SimState {
                                     at: world.clock.rfc3339(cmd.at),
                                     kind: cmd.kind,
                                     value: cmd.value.clone(),
+                                })
+                                .collect(),
+                            refused: c
+                                .refused
+                                .iter()
+                                .map(|r| RefusedRecord {
+                                    at: world.clock.rfc3339(r.at),
+                                    method: r.method.clone(),
+                                    path: r.path.clone(),
+                                    status: r.status,
                                 })
                                 .collect(),
                         }

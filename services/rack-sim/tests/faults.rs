@@ -111,6 +111,19 @@ async fn fail_next_fails_exactly_count_requests() {
     let (status, _) = get(&http, &base, SYSTEM).await;
     assert_eq!(status, StatusCode::OK);
     assert!(sim.faults().is_empty(), "the fault removed itself");
+    // The state logs each failed request with its status (and no accepted
+    // command): attempts can be counted from it.
+    let state = sim.state();
+    let c = state
+        .component("rack-01", "compute-01")
+        .expect("compute-01");
+    let refused: Vec<(&str, &str, u16)> = c
+        .refused
+        .iter()
+        .map(|r| (r.method.as_str(), r.path.as_str(), r.status))
+        .collect();
+    assert_eq!(refused, [("GET", SYSTEM, 500); 3]);
+    assert!(c.commands.is_empty());
     sim.shutdown().await;
 }
 

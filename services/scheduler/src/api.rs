@@ -7,9 +7,7 @@ use std::sync::Arc;
 
 use async_nats::service::{Service, ServiceExt};
 use bytes::Bytes;
-use flow_protocol::api::{
-    ApiError, Endpoint, ErrorCode, TaskCancelReply, decode_request, encode_reply, endpoint,
-};
+use flow_protocol::api::{ApiError, Endpoint, ErrorCode, decode_request, encode_reply, endpoint};
 use flow_protocol::subjects::{API_PREFIX, SERVICE_NAME, SERVICE_VERSION};
 use flow_rules::RuleBatch;
 use flow_store::Store;
@@ -17,7 +15,6 @@ use futures::StreamExt;
 
 use crate::error::{api_error, store_error};
 use crate::service::TaskService;
-use crate::transition::CancelOutcome;
 
 /// Requests handled at once per scheduler (each holds at most one database
 /// connection; sized below the pool's default of 10 plus headroom for
@@ -283,13 +280,12 @@ pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8])
         }
         ep::TaskCancel::NAME => {
             serve::<ep::TaskCancel, _, _>(body, |r| async move {
-                let outcome = tasks.cancel(r.id).await.map_err(api_error)?;
-                let cancelling = outcome == CancelOutcome::Cancelling;
-                if cancelling {
+                let reply = tasks.cancel(r.id).await.map_err(api_error)?;
+                if reply.cancelling {
                     // The mark is committed on the outbox: publish it now.
                     tasks.poke();
                 }
-                Ok(TaskCancelReply { cancelling })
+                Ok(reply)
             })
             .await
         }

@@ -36,7 +36,7 @@ impl TaskService {
             self.metrics.submission(match &submission {
                 Submission::Refused(_) => "rejected",
                 Submission::Duplicate(_) => "duplicate",
-                Submission::Queued(_) => "queued",
+                Submission::Queued { .. } => "queued",
                 Submission::Created(_) => "accepted",
             });
             if let Some(id) = submission.task_id() {
@@ -104,6 +104,13 @@ impl TaskService {
         flow_hardware::catalog::check_rule(&resolution.definition, &targeted).map_err(
             |problems| ApiError::invalid("the rule needs capabilities the managers lack", problems),
         )?;
+        flow_engine::images::check_images(&resolution.definition, &planned, &request.firmware)
+            .map_err(|problems| {
+                ApiError::invalid(
+                    "the task's firmware images do not match what its rule flashes",
+                    problems,
+                )
+            })?;
         let task_plan = Arc::new(TaskPlan {
             operation: request.operation,
             rule: resolution.definition,

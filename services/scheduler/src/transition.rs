@@ -4,8 +4,10 @@
 //! and commit, all in one transaction. Nothing here decides; the lifecycle
 //! does.
 
-use flow_engine::lifecycle::{self, Applied, Effect, Event, TaskState, Transition, queue};
-use flow_protocol::api::{ApiError, ErrorCode, Submission};
+use flow_engine::lifecycle::{
+    self, Admission, Applied, Effect, Event, TaskState, Transition, queue,
+};
+use flow_protocol::api::{ApiError, CancelOutcome, ErrorCode, Submission, TaskCancelReply};
 use flow_protocol::jobs::ResultMessage;
 use flow_protocol::{RackId, TaskId, TaskStatus};
 use flow_store::StoreError;
@@ -18,17 +20,6 @@ use crate::service::TaskService;
 /// The most promotions one transaction makes for a rack (each promoted
 /// task that fails at once with nothing to do hands the rack on again).
 const MAX_PROMOTIONS: usize = queue::MAX_WAITING_PER_RACK + 1;
-
-/// What a cancel request did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CancelOutcome {
-    /// The task runs: its steps stop at their next action boundary.
-    Cancelling,
-    /// The task was waiting: it is terminated.
-    CancelledWhileQueued,
-    /// The task had already ended with this status.
-    AlreadyFinished(TaskStatus),
-}
 
 /// Applies `event` to the locked `state`, saves the new state and writes
 /// the effects that are messages.
@@ -152,8 +143,15 @@ impl TaskService {
         // A task that ends at once (nothing to do) hands the rack on.
         hand_on(&mut tx, &t.effects).await?;
         tx.commit().await?;
-        Ok(match t.state.status {
-            TaskStatus::Waiting => Submission::Queued(t.state.id),
+        Ok(match (t.state.status, admission) {
+            (TaskStatus::Waiting, Admission::Queue { expires_ms }) => Submission::Queued {
+                task_id: t.state.id,
+                position: u32::try_from(occupancy.waiting + 1).unwrap_or(u32::MAX),
+                expires_at: time::OffsetDateTime::from_unix_timestamp_nanos(
+                    i128::from(expires_ms) * 1_000_000,
+                )
+                .unwrap_or(time::OffsetDateTime::UNIX_EPOCH),
+            },
             _ => Submission::Created(t.state.id),
         })
     }
@@ -210,16 +208,21 @@ impl TaskService {
     /// Cancels a task: a running one stops at its next action boundary
     /// (its cancel mark is committed on the outbox), a waiting one is
     /// terminated at once.
-    pub(crate) async fn cancel(&self, task: TaskId) -> Result<CancelOutcome, SchedulerError> {
+    pub(crate) async fn cancel(&self, task: TaskId) -> Result<TaskCancelReply, SchedulerError> {
         let mut tx = self.store.begin_tasks().await?;
         let Some((before, t)) = apply_locked(&mut tx, task, &Event::CancelRequested).await? else {
             return Err(StoreError::NotFound(format!("task {task} not found")).into());
         };
         tx.commit().await?;
-        Ok(match (before.status, t.state.status) {
-            (TaskStatus::Waiting, _) => CancelOutcome::CancelledWhileQueued,
-            (status, _) if status.is_final() => CancelOutcome::AlreadyFinished(status),
+        let outcome = match before.status {
+            TaskStatus::Waiting => CancelOutcome::CancelledWhileQueued,
+            status if status.is_final() => CancelOutcome::AlreadyFinished,
             _ => CancelOutcome::Cancelling,
+        };
+        Ok(TaskCancelReply {
+            cancelling: outcome == CancelOutcome::Cancelling,
+            outcome,
+            status: t.state.status,
         })
     }
 

@@ -872,10 +872,14 @@ async fn a_busy_rack_refuses_or_queues_fifo_with_expiry() {
         .as_str()
         .unwrap()
         .to_owned();
-    assert_eq!(
-        env.ok("task.cancel", json!({"id": b})).await["cancelling"],
-        false
-    );
+    let reply = env.ok("task.cancel", json!({"id": b})).await;
+    assert_eq!(reply["cancelling"], false, "{reply}");
+    // The reply says what happened: it was cancelled while queued.
+    assert_eq!(reply["outcome"], "cancelled_while_queued", "{reply}");
+    assert_eq!(reply["status"], "terminated", "{reply}");
+    // Again: it has finished now.
+    let again = env.ok("task.cancel", json!({"id": b})).await;
+    assert_eq!(again["outcome"], "already_finished", "{again}");
     assert_eq!(
         env.ok("task.get", json!({"id": b})).await["status"],
         "terminated"
@@ -1007,6 +1011,152 @@ async fn a_stopping_worker_hands_its_job_back_and_another_finishes_it() {
         stopped_at.elapsed() < Duration::from_secs(20),
         "{:?}",
         stopped_at.elapsed()
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_firmware_task_that_could_not_finish_is_refused_before_anything_is_flashed() {
+    let env = Env::new(InitialPower::On).await;
+    env.ok("rule.create", json!({"name": "fw", "operation_type": "firmware_control", "operation": "upgrade",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}},
+            {"component_type": "nvswitch", "stage": 2,
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}}]}})).await;
+    let compute = json!({"image_uri": "http://images.local/bmc-26.02.bin", "version": "26.02"});
+    // The rule flashes switch trays too, and no switch image was named: the
+    // compute trays would be flashed and the task fail at stage 2.
+    let refused = env
+        .submit(
+            "fw-missing",
+            "upgrade",
+            json!({"firmware": {"Compute": compute}}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], "invalid", "{refused}");
+    let details = refused["error"]["details"].to_string();
+    assert!(
+        details.contains("NVSwitch: the rule flashes NVSwitch but the task names no image for it"),
+        "{refused}"
+    );
+    // An image for a type the rule does not flash, and one without a version.
+    let refused = env
+        .submit(
+            "fw-extra",
+            "upgrade",
+            json!({"component_types": ["Compute"], "firmware": {"Compute": compute,
+                "PowerShelf": {"image_uri": "http://images.local/pmc.bin", "version": "1.2"}}}),
+        )
+        .await;
+    assert!(
+        refused["error"]["details"]
+            .to_string()
+            .contains("PowerShelf: an image was given but the task flashes no PowerShelf"),
+        "{refused}"
+    );
+    let refused = env
+        .submit(
+            "fw-unversioned",
+            "upgrade",
+            json!({"component_types": ["Compute"], "firmware": {"Compute": {"image_uri": "http://images.local/bmc.bin"}}}),
+        )
+        .await;
+    assert!(
+        refused["error"]["details"]
+            .to_string()
+            .contains("has no version"),
+        "{refused}"
+    );
+    // Nothing was created, nothing flashed.
+    assert_eq!(env.ok("task.list", json!({})).await, json!([]));
+    let versions = || {
+        let state = serde_json::to_value(env.sim().state()).unwrap();
+        state["racks"][0]["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["name"].as_str().unwrap().starts_with("compute"))
+            .map(|c| c["firmware"]["FW_BMC_0"].as_str().unwrap_or("").to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert!(versions().iter().all(|v| v != "26.02"), "{:?}", versions());
+    // Narrowed to the type it has an image for, the task runs.
+    let task = env
+        .submit(
+            "fw-compute",
+            "upgrade",
+            json!({"component_types": ["Compute"], "firmware": {"Compute": compute}}),
+        )
+        .await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    assert_eq!(t["steps"][1]["status"], "skipped", "{t:#}");
+    assert!(versions().iter().all(|v| v == "26.02"), "{:?}", versions());
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_components_record_keeps_its_attempts_errors_and_call_times_per_action() {
+    let env = Env::new(InitialPower::On).await;
+    env.ok("rule.create", json!({"name": "off with retries", "operation_type": "power_control",
+        "operation": "power_off", "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "retry": {"max_attempts": 3, "initial_interval": "100ms", "backoff_coefficient": 2.0},
+             "main_operation": {"name": "PowerControl"},
+             "post_operation": [{"name": "VerifyPowerStatus", "timeout": "20s", "poll_interval": "50ms",
+                                 "parameters": {"expected_status": "off"}}]}]}})).await;
+    // compute-01's BMC answers its next two requests with 503: two failed
+    // calls, then the third goes through.
+    reqwest::Client::new()
+        .post(format!("{}/admin/v1/faults", env.sim().admin_url()))
+        .json(&json!({"target": "rack-01/compute-01", "kind": {"fail_next": {"count": 2, "status": 503}}}))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+    let task = env
+        .submit(
+            "retried",
+            "power_off",
+            json!({"component_types": ["Compute"]}),
+        )
+        .await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    let c = &t["steps"][0]["results"]["compute-01"];
+    let control = &c["actions"][0];
+    assert_eq!(control["action"], "main_operation (PowerControl)", "{c:#}");
+    assert_eq!(control["attempts"], 3, "{c:#}");
+    assert_eq!(control["at_ms"].as_array().unwrap().len(), 3, "{c:#}");
+    assert!(
+        control["error"]
+            .as_str()
+            .unwrap()
+            .starts_with("transient: compute-01:"),
+        "{c:#}"
+    );
+    let verify = &c["actions"][1];
+    assert_eq!(
+        verify["action"], "post_operation[0] (VerifyPowerStatus)",
+        "{c:#}"
+    );
+    let polls = verify["attempts"].as_u64().unwrap();
+    assert!(polls >= 1, "{c:#}");
+    // Every call of the step counted: three power calls and the polls.
+    assert_eq!(c["attempts"].as_u64().unwrap(), 3 + polls, "{c:#}");
+    assert!(c["error"].as_str().unwrap().contains("503"), "{c:#}");
+    // A tray that needed one call says so.
+    assert_eq!(
+        t["steps"][0]["results"]["compute-02"]["actions"][0]["attempts"],
+        1
     );
     env.stop().await;
 }

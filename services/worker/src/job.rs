@@ -230,13 +230,18 @@ fn result(
                     ComponentStatus::Failed => ComponentOutcome::Failed,
                     ComponentStatus::Pending | ComponentStatus::Active => ComponentOutcome::Pending,
                 };
+                let actions = cp.history.get(name).cloned().unwrap_or_default();
                 (
                     name.clone(),
                     ComponentResult {
                         status,
                         result: cp.results.get(name).cloned().unwrap_or_default(),
-                        attempts: s.attempts,
-                        error: s.last_error.clone(),
+                        attempts: actions.iter().map(|a| a.attempts).sum(),
+                        error: s
+                            .last_error
+                            .clone()
+                            .or_else(|| actions.iter().rev().find_map(|a| a.error.clone())),
+                        actions,
                     },
                 )
             })

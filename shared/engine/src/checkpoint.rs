@@ -5,6 +5,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use flow_hardware::FirmwareJob;
+use flow_protocol::jobs::ActionCalls;
 use flow_rules::ComponentType;
 use serde::{Deserialize, Serialize};
 
@@ -30,6 +31,11 @@ pub struct ComponentState {
     pub attempts: u32,
     /// When to act next (epoch ms).
     pub next_at_ms: u64,
+    /// When it started the current action (epoch ms): a polling action's
+    /// timeout counts from here, so a component that waited for a
+    /// `max_parallel` slot gets the whole timeout too.
+    #[serde(default)]
+    pub started_ms: Option<u64>,
     /// The last error, for the record.
     pub last_error: Option<String>,
     /// A started firmware update.
@@ -40,6 +46,19 @@ pub struct ComponentState {
     pub failing_since_ms: Option<u64>,
 }
 
+impl Checkpoint {
+    /// Records a call for `component` in the action `label` at `at_ms`.
+    pub fn record_call(&mut self, component: &str, label: &str, at_ms: u64, error: Option<&str>) {
+        let actions = self.history.entry(component.to_owned()).or_default();
+        if actions.last().is_none_or(|a| a.action != label) {
+            actions.push(ActionCalls::new(label));
+        }
+        if let Some(record) = actions.last_mut() {
+            record.record(at_ms, error);
+        }
+    }
+}
+
 impl ComponentState {
     /// A component not yet started.
     pub fn pending() -> Self {
@@ -47,6 +66,7 @@ impl ComponentState {
             status: ComponentStatus::Pending,
             attempts: 0,
             next_at_ms: 0,
+            started_ms: None,
             last_error: None,
             firmware_job: None,
             poll_deadline_ms: None,
@@ -79,12 +99,20 @@ pub struct Checkpoint {
     pub sleep_until_ms: Option<u64>,
     /// Types `VerifyReachability` has found reachable.
     pub reachable: BTreeSet<ComponentType>,
+    /// The components of each type `VerifyReachability` has not found
+    /// reachable that did not answer its last probe.
+    #[serde(default)]
+    pub unanswered: BTreeMap<ComponentType, Vec<String>>,
     /// When `VerifyReachability` probes next (epoch ms).
     pub next_probe_ms: Option<u64>,
     /// Last result per component (power status read, version installed, …).
     pub results: BTreeMap<String, String>,
     /// Hardware calls made by this step.
     pub calls: u64,
+    /// Every component's calls, action by action, for the record (kept
+    /// across actions, unlike [`Checkpoint::components`]).
+    #[serde(default)]
+    pub history: BTreeMap<String, Vec<ActionCalls>>,
     /// Finished actions.
     pub finished: Vec<ActionRecord>,
 }

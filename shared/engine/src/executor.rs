@@ -126,9 +126,14 @@ enum ActionError {
     Components(Vec<(String, String)>),
     /// `VerifyReachability` gave up.
     #[error(
-        "{missing} still unreachable after {}{}",
+        "{missing} still unreachable after {}{}{}",
         format_short(*timeout),
-        if *require_all { " (every component must answer)" } else { "" }
+        if *require_all { " (every component must answer)" } else { "" },
+        if unanswered.is_empty() {
+            String::new()
+        } else {
+            format!("; no answer from {}", unanswered.join(", "))
+        }
     )]
     Unreachable {
         /// The types still unreachable, comma-separated.
@@ -137,6 +142,8 @@ enum ActionError {
         timeout: Duration,
         /// Whether every component had to answer.
         require_all: bool,
+        /// The components that did not answer the last probe.
+        unanswered: Vec<String>,
     },
 }
 
@@ -228,7 +235,7 @@ pub async fn advance(
                 )
                 .await
             }
-            _ => per_component(job, cp, hardware, clock, action).await,
+            _ => per_component(job, cp, hardware, clock, label, action).await,
         };
         match outcome {
             Ok(None) => {
@@ -262,6 +269,7 @@ fn start_action(job: &StepJob, cp: &mut Checkpoint, now: u64, per_component: boo
     cp.action_started_ms = Some(now);
     cp.sleep_until_ms = None;
     cp.reachable.clear();
+    cp.unanswered.clear();
     cp.next_probe_ms = None;
     if !per_component {
         return;
@@ -326,6 +334,17 @@ async fn reachability(
         };
         if reachable {
             cp.reachable.insert(*t);
+            cp.unanswered.remove(t);
+        } else {
+            cp.unanswered.insert(
+                *t,
+                targets
+                    .iter()
+                    .zip(&answers)
+                    .filter(|(_, a)| a.is_err())
+                    .map(|(c, _)| c.name.clone())
+                    .collect(),
+            );
         }
     }
     let missing: Vec<&str> = types
@@ -339,10 +358,16 @@ async fn reachability(
     let deadline = after(cp.action_started_ms.unwrap_or(now), timeout);
     let now = clock.now_ms();
     if now >= deadline {
+        let unanswered = types
+            .iter()
+            .filter(|t| !cp.reachable.contains(t))
+            .flat_map(|t| cp.unanswered.get(t).cloned().unwrap_or_default())
+            .collect();
         return Err(ActionError::Unreachable {
             missing: missing.join(", "),
             timeout,
             require_all,
+            unanswered,
         });
     }
     let next = after(now, poll_interval).min(deadline);
@@ -355,6 +380,7 @@ async fn per_component(
     cp: &mut Checkpoint,
     hardware: &ManagerRegistry,
     clock: &dyn Clock,
+    label: &str,
     action: &Action,
 ) -> ActionOutcome {
     let Ok(manager) = hardware.get(job.step.component_type) else {
@@ -384,10 +410,13 @@ async fn per_component(
             })
             .collect();
         if !due.is_empty() {
-            let started = cp.action_started_ms.unwrap_or(now);
+            let action_started = cp.action_started_ms.unwrap_or(now);
             let calls = due.iter().map(|c| {
                 let state = cp.components[&c.name].clone();
                 let manager = manager.as_ref();
+                // A component's own start: with `max_parallel`, a later
+                // batch gets the action's whole timeout too.
+                let started = state.started_ms.unwrap_or(action_started);
                 async move {
                     let mut state = state;
                     let call = one_call(job, action, manager, c, &mut state, now, started).await;
@@ -400,6 +429,17 @@ async fn per_component(
             let spent = clock.now_ms().saturating_sub(now);
             for (name, mut state, call) in results {
                 cp.calls += 1;
+                // This call's error: a failure's, or a retried or polled
+                // error it left on the state.
+                let prior = cp.components.get(&name).and_then(|s| s.last_error.clone());
+                let error = match &call {
+                    Call::Fail(e) => Some(e.clone()),
+                    _ => state
+                        .last_error
+                        .clone()
+                        .filter(|e| Some(e) != prior.as_ref()),
+                };
+                cp.record_call(&name, label, now, error.as_deref());
                 match call {
                     Call::Done(result) => {
                         state.status = ComponentStatus::Done;
@@ -458,6 +498,7 @@ fn promote(job: &StepJob, cp: &mut Checkpoint, free: usize, now: u64) {
         {
             state.status = ComponentStatus::Active;
             state.next_at_ms = now;
+            state.started_ms = Some(now);
             free -= 1;
         }
     }

@@ -10,6 +10,8 @@
 //!   steps — steps of absent types are kept as *skipped*; a rule with no
 //!   steps, or with no step for any targeted type, is refused ("nothing to
 //!   do" is an error, not a success).
+//! * [`images`] checks a firmware task's images against its plan before
+//!   anything is flashed.
 //! * [`executor`] runs one step job the way a worker does: action by action,
 //!   components progressing independently with at most `max_parallel` in
 //!   flight, retries per component per call with the step's policy, and every
@@ -25,6 +27,7 @@
 pub mod checkpoint;
 pub mod clock;
 pub mod executor;
+pub mod images;
 pub mod job;
 pub mod lifecycle;
 pub mod plan;

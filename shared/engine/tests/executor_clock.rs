@@ -70,6 +70,8 @@ struct Scripted {
     control: Mutex<BTreeMap<String, Vec<Answer>>>,
     /// Power status answers by component (`true` = On).
     status: Mutex<BTreeMap<String, Vec<bool>>>,
+    /// Components whose status calls fail (unreachable).
+    silent: Mutex<Vec<String>>,
     clock_start: tokio::time::Instant,
     calls: Mutex<Vec<(String, &'static str, u64)>>,
     now: AtomicUsize,
@@ -87,6 +89,7 @@ impl Scripted {
             latency,
             control: Mutex::default(),
             status: Mutex::default(),
+            silent: Mutex::default(),
             clock_start: tokio::time::Instant::now(),
             calls: Mutex::default(),
             now: AtomicUsize::new(0),
@@ -101,6 +104,11 @@ impl Scripted {
 
     fn status(self, name: &str, answers: Vec<bool>) -> Self {
         self.status.lock().unwrap().insert(name.into(), answers);
+        self
+    }
+
+    fn silent(self, name: &str) -> Self {
+        self.silent.lock().unwrap().push(name.into());
         self
     }
 
@@ -181,6 +189,9 @@ impl ComponentManager for Scripted {
 
     async fn power_status(&self, target: &ComponentTarget) -> Result<PowerStatus, HardwareError> {
         self.enter(target, "status").await;
+        if self.silent.lock().unwrap().contains(&target.name) {
+            return Err(unreachable(target));
+        }
         Ok(if Self::next(&self.status, &target.name, true) {
             PowerStatus::On
         } else {
@@ -388,4 +399,54 @@ async fn a_run_resumed_from_its_checkpoint_at_every_wait_ends_as_an_uninterrupte
     }
     assert_eq!(outcomes[0].0, Progress::Done);
     assert_eq!(outcomes[0], outcomes[1], "resumed at every wait");
+}
+
+#[tokio::test(start_paused = true)]
+async fn reachability_that_needs_every_component_names_the_ones_that_never_answered() {
+    let manager = Arc::new(
+        Scripted::new(Duration::from_millis(20))
+            .silent("compute-02")
+            .silent("compute-03"),
+    );
+    let registry = registry(Arc::clone(&manager));
+    let clock = TokioClock::new();
+    let step = json!({"component_type": "compute", "stage": 1,
+        "pre_operation": [{"name": "VerifyReachability", "timeout": "6s", "poll_interval": "2s",
+            "parameters": {"component_types": ["compute"], "require_all": true}}],
+        "main_operation": {"name": "PowerControl"}});
+    let (progress, _) = drive(&job(step, 3), &registry, &clock, true).await;
+    let Progress::Failed(f) = progress else {
+        panic!("{progress:?}")
+    };
+    assert_eq!(
+        f.message,
+        "Compute still unreachable after 6s (every component must answer); no answer from compute-02, compute-03"
+    );
+    assert!(
+        manager.times("compute-01", "control").is_empty(),
+        "nothing commanded"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_component_that_waited_for_a_max_parallel_slot_gets_the_whole_verification_timeout() {
+    // Each tray reads On at its third poll, 2.1 s after its first; the
+    // timeout is 3 s; one tray at a time.
+    let mut manager = Scripted::new(Duration::from_millis(50));
+    for i in 1..=3 {
+        manager = manager.status(&format!("compute-{i:02}"), vec![false, false, true]);
+    }
+    let manager = Arc::new(manager);
+    let registry = registry(Arc::clone(&manager));
+    let clock = TokioClock::new();
+    let step = json!({"component_type": "compute", "stage": 1, "max_parallel": 1,
+        "main_operation": {"name": "VerifyPowerStatus", "timeout": "3s", "poll_interval": "1s",
+                           "parameters": {"expected_status": "on"}}});
+    let (progress, _) = drive(&job(step, 3), &registry, &clock, false).await;
+    assert_eq!(progress, Progress::Done);
+    // The third tray started after the first two were done, and was still
+    // given its 3 s.
+    let third = manager.times("compute-03", "status");
+    assert_eq!(third.len(), 3, "{third:?}");
+    assert!(third[0] >= 4_000, "{third:?}");
 }

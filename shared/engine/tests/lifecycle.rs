@@ -118,6 +118,7 @@ fn result_gen(state: &TaskState, step_index: u32, generation: u32, outcome: Step
                         result: "sent On".into(),
                         attempts: 1,
                         error: None,
+                        actions: Vec::new(),
                     },
                 )
             })
@@ -258,6 +259,19 @@ fn stages_run_in_order_and_the_task_completes_handing_on_its_rack() {
     );
     assert!(promotes(&t) && marks(&t) == 0 && jobs(&t).is_empty());
     assert_eq!(t.applied(&s), Applied::Finished(TaskStatus::Completed));
+}
+
+#[test]
+fn a_task_whose_last_stage_was_skipped_ends_at_that_stage() {
+    let rule = RuleDefinition::from_value(&serde_json::json!({"version": "v1", "steps": [
+        {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}},
+        {"component_type": "cdu", "stage": 2, "main_operation": {"name": "PowerControl"}}
+    ]}))
+    .unwrap();
+    let s = ok(&planned_with(rule), Event::Submitted(Admission::Start), T0).state;
+    let t = ok(&s, result(&s, 0, StepOutcome::Completed), T0 + 1);
+    assert_eq!(t.state.status, TaskStatus::Completed);
+    assert_eq!(t.state.current_stage, Some(2));
 }
 
 #[test]

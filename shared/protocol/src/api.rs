@@ -500,7 +500,14 @@ pub enum Submission {
     /// The request ID had already created this task.
     Duplicate(crate::ids::TaskId),
     /// A new task, waiting for the rack (FIFO).
-    Queued(crate::ids::TaskId),
+    Queued {
+        /// The task.
+        task_id: crate::ids::TaskId,
+        /// Its place in the rack's queue (1: next).
+        position: u32,
+        /// When it gives up waiting.
+        expires_at: OffsetDateTime,
+    },
     /// No task: why.
     Refused(ApiError),
 }
@@ -509,9 +516,9 @@ impl Submission {
     /// The task, unless refused.
     pub fn task_id(&self) -> Option<crate::ids::TaskId> {
         match self {
-            Submission::Created(id) | Submission::Duplicate(id) | Submission::Queued(id) => {
-                Some(*id)
-            }
+            Submission::Created(id)
+            | Submission::Duplicate(id)
+            | Submission::Queued { task_id: id, .. } => Some(*id),
             Submission::Refused(_) => None,
         }
     }
@@ -538,6 +545,14 @@ struct RackOutcomeWire {
     #[serde(default)]
     queued: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    queue_position: Option<u32>,
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::task::timestamp::option"
+    )]
+    queue_expires_at: Option<OffsetDateTime>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     error: Option<ApiError>,
 }
 
@@ -548,11 +563,21 @@ impl From<RackOutcome> for RackOutcomeWire {
             task_id: o.submission.task_id(),
             duplicate: false,
             queued: false,
+            queue_position: None,
+            queue_expires_at: None,
             error: None,
         };
         match o.submission {
             Submission::Duplicate(_) => wire.duplicate = true,
-            Submission::Queued(_) => wire.queued = true,
+            Submission::Queued {
+                position,
+                expires_at,
+                ..
+            } => {
+                wire.queued = true;
+                wire.queue_position = Some(position);
+                wire.queue_expires_at = Some(expires_at);
+            }
             Submission::Refused(e) => wire.error = Some(e),
             Submission::Created(_) => {}
         }
@@ -567,7 +592,11 @@ impl TryFrom<RackOutcomeWire> for RackOutcome {
         let submission = match (w.task_id, w.error, w.duplicate, w.queued) {
             (Some(id), None, false, false) => Submission::Created(id),
             (Some(id), None, true, false) => Submission::Duplicate(id),
-            (Some(id), None, false, true) => Submission::Queued(id),
+            (Some(id), None, false, true) => Submission::Queued {
+                task_id: id,
+                position: w.queue_position.unwrap_or(0),
+                expires_at: w.queue_expires_at.unwrap_or(OffsetDateTime::UNIX_EPOCH),
+            },
             (None, Some(e), false, false) => Submission::Refused(e),
             _ => {
                 return Err(format!(
@@ -590,11 +619,28 @@ pub struct TaskSubmitReply {
     pub results: Vec<RackOutcome>,
 }
 
+/// What a cancel request did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelOutcome {
+    /// The task runs: its steps stop at their next action boundary, then it
+    /// is terminated.
+    Cancelling,
+    /// The task was waiting for its rack: it is terminated, nothing ran.
+    CancelledWhileQueued,
+    /// The task had already ended.
+    AlreadyFinished,
+}
+
 /// `task.cancel` reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TaskCancelReply {
-    /// False when the task had already finished.
+    /// True while the task is being stopped ([`CancelOutcome::Cancelling`]).
     pub cancelling: bool,
+    /// What the request did.
+    pub outcome: CancelOutcome,
+    /// The task's status after the request.
+    pub status: crate::status::TaskStatus,
 }
 
 // ---- replies ------------------------------------------------------------------

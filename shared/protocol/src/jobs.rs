@@ -359,10 +359,59 @@ pub struct ComponentResult {
     pub status: crate::status::ComponentOutcome,
     /// Last result text (e.g. `sent On`, `On`).
     pub result: String,
-    /// Attempts of the last call.
+    /// Calls made for it in the step, every action together (each retry
+    /// and each poll is one).
     pub attempts: u32,
-    /// Last error.
+    /// Its last error in the step (it may have succeeded since).
     pub error: Option<String>,
+    /// Its calls action by action.
+    #[serde(default)]
+    pub actions: Vec<ActionCalls>,
+}
+
+/// The calls one action made for one component, for the record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActionCalls {
+    /// The action's label, `main_operation (PowerControl)`.
+    pub action: String,
+    /// Calls made (the first and every retry or poll).
+    pub attempts: u32,
+    /// The last error of this action's calls.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// When the calls were made (epoch ms): the first and the last
+    /// [`ActionCalls::KEPT_TIMES`] − 1 of them.
+    #[serde(default)]
+    pub at_ms: Vec<u64>,
+}
+
+impl ActionCalls {
+    /// How many call times a record keeps (a long verification polls every
+    /// few seconds for minutes).
+    pub const KEPT_TIMES: usize = 16;
+
+    /// A record of no calls yet.
+    pub fn new(action: &str) -> Self {
+        ActionCalls {
+            action: action.to_owned(),
+            attempts: 0,
+            error: None,
+            at_ms: Vec::new(),
+        }
+    }
+
+    /// Counts one call made at `at_ms`, ending with `error` if it failed.
+    pub fn record(&mut self, at_ms: u64, error: Option<&str>) {
+        self.attempts += 1;
+        if self.at_ms.len() >= Self::KEPT_TIMES {
+            // Keep the first call's time; drop the oldest after it.
+            self.at_ms.remove(1);
+        }
+        self.at_ms.push(at_ms);
+        if let Some(e) = error {
+            self.error = Some(e.to_owned());
+        }
+    }
 }
 
 #[cfg(test)]

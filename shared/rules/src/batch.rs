@@ -320,6 +320,24 @@ fn misfit(action: &Action, operation_type: OperationType) -> Option<String> {
     }
 }
 
+/// Checks that every action of a validated definition can work in a task
+/// of `operation` (the check `rule create` makes), so that validating a
+/// definition for an operation agrees with creating it.
+pub fn check_for_operation(
+    definition: &RuleDefinition,
+    operation: OperationCode,
+) -> Result<(), ValidationErrors> {
+    let mut c = Checker::default();
+    let spec = RuleSpec {
+        name: String::new(),
+        description: String::new(),
+        operation,
+        definition: definition.clone(),
+    };
+    check_fits_operation(&mut c, &Path::root(), &spec);
+    c.finish(Some(()))
+}
+
 /// Validates a single rule given as flags plus a definition (the
 /// `rule create` single mode and the API), with the same checks a batch rule
 /// gets.

@@ -40,7 +40,7 @@ mod retry;
 mod serde_impls;
 
 pub use action::{Action, ActionName, PowerState};
-pub use batch::{RuleBatch, RuleSpec, spec_from_parts};
+pub use batch::{RuleBatch, RuleSpec, check_for_operation, spec_from_parts};
 pub use builtin::{BUILTIN_RULES_YAML, builtin_rule, builtin_rules};
 pub use component::{ComponentType, UnknownComponentType};
 pub use error::{Path, Problem, ValidationError, ValidationErrors};

@@ -67,6 +67,7 @@ pub struct StackBuilder {
     worker: WorkerConfig,
     job_ack_wait: Duration,
     scheduler: bool,
+    load_rack: bool,
     metrics: Option<SchedulerMetrics>,
 }
 
@@ -111,6 +112,12 @@ impl StackBuilder {
     /// The jobs consumer's ack wait.
     pub fn job_ack_wait(mut self, wait: Duration) -> Self {
         self.job_ack_wait = wait;
+        self
+    }
+
+    /// The simulator's rack is not loaded: the test creates it.
+    pub fn without_rack(mut self) -> Self {
+        self.load_rack = false;
         self
     }
 
@@ -171,6 +178,7 @@ impl StackBuilder {
             stack.start_worker();
         }
         if self.scheduler
+            && self.load_rack
             && let Some(sim) = &stack.sim
         {
             let rack = serde_json::to_value(&sim.inventory()[0]).expect("a rack document");
@@ -215,6 +223,7 @@ impl Stack {
             worker: WorkerConfig::default(),
             job_ack_wait: flow_scheduler::JOB_ACK_WAIT,
             scheduler: true,
+            load_rack: true,
             metrics: None,
         }
     }

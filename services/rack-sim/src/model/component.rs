@@ -74,6 +74,22 @@ pub struct Component {
     pub lifecycle: Lifecycle,
     /// Accepted commands, oldest first.
     pub commands: Vec<Command>,
+    /// Requests the BMC refused or failed (an injected fault, a refused
+    /// command), oldest first.
+    pub refused: Vec<Refused>,
+}
+
+/// A request the BMC answered with an error.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    /// When.
+    pub at: Instant,
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// The request path.
+    pub path: String,
+    /// The HTTP status answered.
+    pub status: u16,
 }
 
 impl Component {
@@ -99,6 +115,7 @@ impl Component {
             next_task_id: 1,
             lifecycle: Lifecycle::new(now),
             commands: Vec::new(),
+            refused: Vec::new(),
         }
     }
 
@@ -117,6 +134,14 @@ impl Component {
             kind,
             value: value.into(),
         });
+    }
+
+    /// Logs a request the BMC refused or failed.
+    pub fn record_refused(&mut self, refused: Refused) {
+        if self.refused.len() >= MAX_COMMANDS {
+            self.refused.remove(0);
+        }
+        self.refused.push(refused);
     }
 
     /// Adds a task and returns its id.

@@ -9,7 +9,7 @@ mod power;
 mod rack;
 mod version;
 
-pub use component::{CommandKind, Component};
+pub use component::{CommandKind, Component, Refused};
 pub use firmware::{TaskState, UpdateTask};
 pub use kind::{ComponentKind, PowerResource, Profile, SHELF_POWER_SUPPLIES};
 pub use lifecycle::DecommissionStart;

@@ -81,7 +81,19 @@ async fn handle(State(bmc): State<Bmc>, request: Request) -> Response {
         }
         Err(error) => {
             tracing::debug!(rack = %bmc.world.rack_name(bmc.at), component = %bmc.world.component_name(bmc.at), %method, %path, error = %flow_telemetry::ErrorChain(&error), "redfish request refused");
-            error.into_response()
+            let response = error.into_response();
+            // Logged for the admin API's state: fault tests count attempts
+            // from it.
+            let status = response.status().as_u16();
+            bmc.world.with_rack(bmc.at.rack, |rack, now, _| {
+                rack.components[bmc.at.component].record_refused(crate::model::Refused {
+                    at: now,
+                    method: method.to_string(),
+                    path: path.clone(),
+                    status,
+                });
+            });
+            response
         }
     }
 }

@@ -284,6 +284,9 @@ impl Next {
         if more && self.state.cancel_requested {
             self.finish(TaskStatus::Terminated, CANCELLED, false);
         } else if !self.start_stage_after(Some(stage))? {
+            // Stages after this one were skipped: the task went through
+            // them too, so its current stage is its last.
+            self.state.current_stage = self.state.steps.iter().map(|s| s.stage).max();
             self.finish(TaskStatus::Completed, "", false);
         }
         Ok(())
