@@ -70,14 +70,7 @@ impl TaskService {
                 request.component_types.is_empty()
                     || request.component_types.contains(&c.component_type)
             })
-            .map(|c| ComponentTarget {
-                rack: record.name.clone(),
-                name: c.name.clone(),
-                component_type: c.component_type,
-                bmc_url: c.bmc_url.clone(),
-                credential_ref: c.credential_ref.clone(),
-                resource_id: None,
-            })
+            .map(|c| ComponentTarget::of(&record.name, c))
             .collect();
         if components.is_empty() {
             return Err(ApiError::new(

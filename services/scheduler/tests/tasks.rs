@@ -68,6 +68,27 @@ impl Env {
             .collect()
     }
 
+    /// Submits and returns the task's ID (the submission must be accepted).
+    async fn submit_task(&self, request_id: &str, operation: &str, extra: Value) -> String {
+        let outcome = self.submit(request_id, operation, extra).await;
+        outcome["task_id"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{request_id} was not accepted: {outcome}"))
+            .to_owned()
+    }
+
+    /// Installs a fault in the simulator through its admin API.
+    async fn fault(&self, spec: Value) {
+        reqwest::Client::new()
+            .post(format!("{}/admin/v1/faults", self.sim().admin_url()))
+            .json(&spec)
+            .send()
+            .await
+            .unwrap()
+            .error_for_status()
+            .unwrap();
+    }
+
     async fn submit(&self, request_id: &str, operation: &str, extra: Value) -> Value {
         let mut body =
             json!({"request_id": request_id, "racks": ["rack-01"], "operation": operation});
@@ -139,12 +160,8 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
         .await;
     }
     // Slow power commands so that parallel ones overlap at the simulator.
-    reqwest::Client::new()
-        .post(format!("{}/admin/v1/faults", env.sim().admin_url()))
-        .json(&json!({"target": "rack-01/*", "kind": {"latency": {"ms": 100}}}))
-        .send()
-        .await
-        .unwrap();
+    env.fault(json!({"target": "rack-01/*", "kind": {"latency": {"ms": 100}}}))
+        .await;
     let mut events = env.client.subscribe("flow.events.task.>").await.unwrap();
     let outcome = env.submit("req-on", "power_on", json!({})).await;
     let task = outcome["task_id"]
@@ -266,10 +283,7 @@ async fn a_failing_step_fails_the_task_and_no_later_stage_starts() {
         "is_default": true, "definition": {"steps": [
             {"component_type": "powershelf", "stage": 1, "main_operation": {"name": "PowerControl"}},
             {"component_type": "compute", "stage": 2, "main_operation": {"name": "PowerControl"}}]}})).await;
-    let task = env.submit("req-restart", "restart", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = env.submit_task("req-restart", "restart", json!({})).await;
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "failed");
     assert!(
@@ -312,10 +326,7 @@ async fn a_failing_step_fails_the_task_and_no_later_stage_starts() {
 async fn cancellation_terminates_a_running_task_at_an_action_boundary() {
     let env = Env::new(InitialPower::On).await;
     slow_power_off(&env, "30s").await;
-    let task = env.submit("req-slow", "power_off", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = env.submit_task("req-slow", "power_off", json!({})).await;
     cancel_during_the_sleep(&env, &task).await;
     env.stop().await;
 }
@@ -387,10 +398,7 @@ const OUTAGE: Duration = Duration::from_secs(8);
 async fn a_step_failed_past_its_deadline_while_nats_is_down_is_still_stopped() {
     let mut env = Env::new(InitialPower::On).await;
     slow_power_off(&env, "60s").await;
-    let task = env.submit("req-overdue", "power_off", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = env.submit_task("req-overdue", "power_off", json!({})).await;
     env.until_first_step_runs(&task).await;
     // NATS goes away; meanwhile the step passes its deadline (moved into
     // the past, as if its budget had run out) and the scheduler's sweeper
@@ -521,14 +529,8 @@ fn cancel_marks_only() -> Vec<String> {
 /// Makes the simulator's compute trays accept power commands and stay on,
 /// so a repeated step sends its command again (not "already in state").
 async fn trays_stay_on(env: &Env) {
-    reqwest::Client::new()
-        .post(format!("{}/admin/v1/faults", env.sim().admin_url()))
-        .json(&json!({"target": "rack-01/compute-*", "kind": {"stuck_power": {"state": "On"}}}))
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap();
+    env.fault(json!({"target": "rack-01/compute-*", "kind": {"stuck_power": {"state": "On"}}}))
+        .await;
 }
 
 /// Waits (bounded) until every compute tray was commanded.
@@ -583,10 +585,7 @@ async fn power_off_with_writes_refused(step: Value, results_too: bool) {
     } else {
         None
     };
-    let task = env.submit("req-refused", "power_off", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = env.submit_task("req-refused", "power_off", json!({})).await;
     until_trays_commanded(&env).await;
     tokio::time::sleep(WRITES_REFUSED).await;
     if let Some(results) = results {
@@ -685,15 +684,12 @@ async fn a_sleep_survives_a_worker_kill_and_a_killed_call_is_repeated_once_at_mo
              "main_operation": {"name": "PowerControl", "parameters": {"operation": "force_power_off"}}}]}})).await;
     let started = Instant::now();
     let task = env
-        .submit(
+        .submit_task(
             "req-kill",
             "power_off",
             json!({"component_types": ["Compute"]}),
         )
-        .await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .await;
     // Let the worker take the job and checkpoint its Sleep, then kill it.
     env.until_first_step_runs(&task).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -715,22 +711,15 @@ async fn a_sleep_survives_a_worker_kill_and_a_killed_call_is_repeated_once_at_mo
     env.ok("rule.create", json!({"name": "slow on", "operation_type": "power_control", "operation": "power_on",
         "is_default": true, "definition": {"steps": [
             {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}]}})).await;
-    let http = reqwest::Client::new();
-    http.post(format!("{}/admin/v1/faults", env.sim().admin_url()))
-        .json(&json!({"target": "rack-01/compute-*", "kind": {"latency": {"ms": 1500}}}))
-        .send()
-        .await
-        .unwrap();
+    env.fault(json!({"target": "rack-01/compute-*", "kind": {"latency": {"ms": 1500}}}))
+        .await;
     let task = env
-        .submit(
+        .submit_task(
             "req-kill-2",
             "power_on",
             json!({"component_types": ["Compute"]}),
         )
-        .await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     env.kill_worker().await;
     env.start_worker();
@@ -757,10 +746,9 @@ async fn a_scheduler_restart_mid_task_loses_nothing() {
         )
         .await;
     }
-    let task = env.submit("req-restart-sched", "power_on", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = env
+        .submit_task("req-restart-sched", "power_on", json!({}))
+        .await;
     // Stop the scheduler while stage 3's Sleep runs, then start a new one on
     // the same database and NATS server.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -792,10 +780,7 @@ async fn firmware_upgrade_and_decommission_tasks_on_the_simulator() {
     let images = json!({"firmware": {
         "Compute": {"image_uri": "http://images.local/bmc-26.04.bin", "version": "26.04"},
         "NVSwitch": {"image_uri": "http://images.local/nvos-25.05.1.bin", "version": "25.05.1"}}});
-    let task = env.submit("req-fw", "upgrade", images).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = env.submit_task("req-fw", "upgrade", images).await;
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "completed", "{t:#}");
     assert_eq!(
@@ -811,10 +796,9 @@ async fn firmware_upgrade_and_decommission_tasks_on_the_simulator() {
         "is_default": true, "definition": {"steps": [
             {"component_type": "powershelf", "stage": 1, "main_operation": {"name": "DecommissionControl"},
              "post_operation": [{"name": "WaitDecommissioned", "timeout": "20s", "poll_interval": "50ms"}]}]}})).await;
-    let task = env.submit("req-decom", "decommission", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = env
+        .submit_task("req-decom", "decommission", json!({}))
+        .await;
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "completed", "{t:#}");
     assert_eq!(
@@ -864,14 +848,8 @@ async fn a_busy_rack_refuses_or_queues_fifo_with_expiry() {
     );
     assert_eq!(env.finish(&second).await["status"], "completed");
     // A queued task can be cancelled before it starts.
-    let a = env.submit("q-5", "warm_reset", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let b = env.submit("q-6", "warm_reset", queue(600)).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let a = env.submit_task("q-5", "warm_reset", json!({})).await;
+    let b = env.submit_task("q-6", "warm_reset", queue(600)).await;
     let reply = env.ok("task.cancel", json!({"id": b})).await;
     assert_eq!(reply["cancelling"], false, "{reply}");
     // The reply says what happened: it was cancelled while queued.
@@ -900,10 +878,7 @@ async fn two_schedulers_never_advance_a_task_twice() {
                                  "definition": fast_rule("on"), "is_default": true}),
     )
     .await;
-    let task = env.submit("two-sched", "power_on", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = env.submit_task("two-sched", "power_on", json!({})).await;
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "completed", "{t:#}");
     for step in t["steps"].as_array().unwrap() {
@@ -935,10 +910,9 @@ async fn the_seeds_forceful_power_on_and_graceful_power_off_rules_run_as_written
         "operation": "force_power_on", "is_default": true, "definition": fixture("seed-forceful-power-on.json")})).await;
     env.ok("rule.create", json!({"name": "seed graceful off", "operation_type": "power_control",
         "operation": "power_off", "is_default": true, "definition": fixture("seed-graceful-power-off.json")})).await;
-    let on = env.submit("seed-on", "force_power_on", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let on = env
+        .submit_task("seed-on", "force_power_on", json!({}))
+        .await;
     let t = env.finish(&on).await;
     assert_eq!(t["status"], "completed", "{t:#}");
     let stages: Vec<i64> = t["steps"]
@@ -957,10 +931,7 @@ async fn the_seeds_forceful_power_on_and_graceful_power_off_rules_run_as_written
         "{:?}",
         env.power().await
     );
-    let off = env.submit("seed-off", "power_off", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let off = env.submit_task("seed-off", "power_off", json!({})).await;
     let t = env.finish(&off).await;
     assert_eq!(t["status"], "completed", "{t:#}");
     assert!(
@@ -993,10 +964,9 @@ async fn a_stopping_worker_hands_its_job_back_and_another_finishes_it() {
             {"component_type": "compute", "stage": 1,
              "pre_operation": [{"name": "Sleep", "parameters": {"duration": "3s"}}],
              "main_operation": {"name": "GetPowerStatus", "timeout": "5s"}}]}})).await;
-    let task = env.submit("graceful-stop", "warm_reset", json!({})).await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = env
+        .submit_task("graceful-stop", "warm_reset", json!({}))
+        .await;
     env.until_first_step_runs(&task).await;
     // SIGTERM's path: stop pulling, checkpoint, hand back. The worker must
     // return promptly, not after the Sleep.
@@ -1083,15 +1053,12 @@ async fn a_firmware_task_that_could_not_finish_is_refused_before_anything_is_fla
     assert!(versions().iter().all(|v| v != "26.02"), "{:?}", versions());
     // Narrowed to the type it has an image for, the task runs.
     let task = env
-        .submit(
+        .submit_task(
             "fw-compute",
             "upgrade",
             json!({"component_types": ["Compute"], "firmware": {"Compute": compute}}),
         )
-        .await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .await;
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "completed", "{t:#}");
     assert_eq!(t["steps"][1]["status"], "skipped", "{t:#}");
@@ -1111,24 +1078,17 @@ async fn a_components_record_keeps_its_attempts_errors_and_call_times_per_action
                                  "parameters": {"expected_status": "off"}}]}]}})).await;
     // compute-01's BMC answers its next two requests with 503: two failed
     // calls, then the third goes through.
-    reqwest::Client::new()
-        .post(format!("{}/admin/v1/faults", env.sim().admin_url()))
-        .json(&json!({"target": "rack-01/compute-01", "kind": {"fail_next": {"count": 2, "status": 503}}}))
-        .send()
-        .await
-        .unwrap()
-        .error_for_status()
-        .unwrap();
+    env.fault(
+        json!({"target": "rack-01/compute-01", "kind": {"fail_next": {"count": 2, "status": 503}}}),
+    )
+    .await;
     let task = env
-        .submit(
+        .submit_task(
             "retried",
             "power_off",
             json!({"component_types": ["Compute"]}),
         )
-        .await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .await;
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "completed", "{t:#}");
     let c = &t["steps"][0]["results"]["compute-01"];

@@ -29,6 +29,20 @@ pub struct ComponentTarget {
     pub resource_id: Option<String>,
 }
 
+impl ComponentTarget {
+    /// The target of a stored component of the rack named `rack`.
+    pub fn of(rack: &str, component: &crate::api::ComponentRecord) -> Self {
+        ComponentTarget {
+            rack: rack.to_owned(),
+            name: component.name.clone(),
+            component_type: component.component_type,
+            bmc_url: component.bmc_url.clone(),
+            credential_ref: component.credential_ref.clone(),
+            resource_id: None,
+        }
+    }
+}
+
 /// The image for one component type of a firmware task.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FirmwareImage {

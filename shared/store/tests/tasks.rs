@@ -41,14 +41,7 @@ impl Env {
         let components = rack
             .components
             .iter()
-            .map(|c| ComponentTarget {
-                rack: rack.name.clone(),
-                name: c.name.clone(),
-                component_type: c.component_type,
-                bmc_url: c.bmc_url.clone(),
-                credential_ref: c.credential_ref.clone(),
-                resource_id: None,
-            })
+            .map(|c| ComponentTarget::of(&rack.name, c))
             .collect();
         Env {
             store,

@@ -7,7 +7,7 @@ use flow_protocol::task::{TaskEvent, TaskEventKind};
 use flow_protocol::{StepStatus, TaskStatus};
 
 use super::event::{Admission, Effect, Event, LifecycleError, Transition};
-use super::state::TaskState;
+use super::state::{StepState, TaskState};
 
 /// The message of a task that expired while queued.
 pub const EXPIRED_MESSAGE: &str = "expired while queued: the rack stayed busy";
@@ -93,6 +93,16 @@ struct Next {
 }
 
 impl Next {
+    /// The step an event names, or the refusal for a step the task lacks.
+    fn step_mut(&mut self, step_index: u32) -> Result<&mut StepState, LifecycleError> {
+        let task = self.state.id;
+        self.state
+            .steps
+            .iter_mut()
+            .find(|s| s.step_index == step_index)
+            .ok_or(LifecycleError::UnknownStep { task, step_index })
+    }
+
     fn emit(&mut self, kind: TaskEventKind) {
         self.effects.push(Effect::Emit(TaskEvent::new(
             self.state.id,
@@ -208,15 +218,9 @@ impl Next {
     /// on.
     fn result(&mut self, result: &ResultMessage) -> Result<(), LifecycleError> {
         let task = self.state.id;
+        let now = self.now_ms;
         let step_index = result.id.step_index;
-        let Some(step) = self
-            .state
-            .steps
-            .iter_mut()
-            .find(|s| s.step_index == step_index)
-        else {
-            return Err(LifecycleError::UnknownStep { task, step_index });
-        };
+        let step = self.step_mut(step_index)?;
         if result.id.generation > step.generation {
             return Err(LifecycleError::FutureGeneration {
                 task,
@@ -240,7 +244,7 @@ impl Next {
         step.error = error.clone();
         step.results = result.components.clone();
         step.calls = result.calls;
-        step.finished_ms = Some(self.now_ms);
+        step.finished_ms = Some(now);
         let stage = step.stage;
         self.emit(TaskEventKind::StepFinished {
             stage,
@@ -295,16 +299,8 @@ impl Next {
     /// Fails an overdue step and its task; the step may still be running on
     /// a worker, so the cancel mark goes out.
     fn deadline(&mut self, step_index: u32, generation: u32) -> Result<(), LifecycleError> {
-        let task = self.state.id;
         let now = self.now_ms;
-        let Some(step) = self
-            .state
-            .steps
-            .iter_mut()
-            .find(|s| s.step_index == step_index)
-        else {
-            return Err(LifecycleError::UnknownStep { task, step_index });
-        };
+        let step = self.step_mut(step_index)?;
         let overdue = step.status == StepStatus::Running
             && step.generation == generation
             && step.deadline_ms.is_some_and(|d| now >= d);
