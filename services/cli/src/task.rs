@@ -334,10 +334,12 @@ fn action_line(a: &flow_protocol::jobs::ActionCalls, step_start: Option<u64>) ->
             None => at.to_string(),
         })
         .collect();
-    let shown = if (a.attempts as usize) > times.len() {
-        format!("{} … {}", times[0], times[1..].join(" "))
-    } else {
-        times.join(" ")
+    // The record keeps the first call's time and the latest ones.
+    let shown = match times.split_first() {
+        Some((first, rest)) if (a.attempts as usize) > times.len() => {
+            format!("{first} … {}", rest.join(" "))
+        }
+        _ => times.join(" "),
     };
     format!(
         "{}: {} {} at {shown}{}",

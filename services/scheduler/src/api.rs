@@ -281,10 +281,8 @@ pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8])
         ep::TaskCancel::NAME => {
             serve::<ep::TaskCancel, _, _>(body, |r| async move {
                 let reply = tasks.cancel(r.id).await.map_err(api_error)?;
-                if reply.cancelling {
-                    // The mark is committed on the outbox: publish it now.
-                    tasks.poke();
-                }
+                // Its cancel mark or its end is on the outbox: publish now.
+                tasks.poke();
                 Ok(reply)
             })
             .await

@@ -105,9 +105,10 @@ impl Scheduler {
     pub async fn stop(self) -> Result<(), SchedulerError> {
         self.api.stop().await.map_err(SchedulerError::Api)?;
         self.stop.cancel();
+        let deadline = tokio::time::Instant::now() + STOP_GRACE;
         for l in self.loops {
             let abort = l.abort_handle();
-            if tokio::time::timeout(STOP_GRACE, l).await.is_err() {
+            if tokio::time::timeout_at(deadline, l).await.is_err() {
                 tracing::warn!("a scheduler loop did not stop in time; aborted");
                 abort.abort();
             }

@@ -23,7 +23,7 @@ const MAX_PROMOTIONS: usize = queue::MAX_WAITING_PER_RACK + 1;
 
 /// Applies `event` to the locked `state`, saves the new state and writes
 /// the effects that are messages.
-async fn save(
+async fn apply_and_save(
     tx: &mut TaskTx,
     state: &TaskState,
     event: &Event,
@@ -41,13 +41,13 @@ async fn save(
     Ok(t)
 }
 
-/// [`save`], then hands the rack on if the task let go of it.
+/// [`apply_and_save`], then hands the rack on if the task let go of it.
 async fn transition(
     tx: &mut TaskTx,
     state: &TaskState,
     event: &Event,
 ) -> Result<Transition, SchedulerError> {
-    let t = save(tx, state, event).await?;
+    let t = apply_and_save(tx, state, event).await?;
     hand_on(tx, &t.effects).await?;
     Ok(t)
 }
@@ -64,6 +64,11 @@ async fn hand_on(tx: &mut TaskTx, effects: &[Effect]) -> Result<(), SchedulerErr
 
 /// The rack is free (or may be): waiting tasks past their time expire, and
 /// the oldest one left starts (FIFO), under the rack's lock.
+///
+/// A waiting task that cannot be loaded or moved on (an unreadable row, a
+/// rule snapshot its plan cannot build a job from) is logged and left
+/// waiting, where its expiry ends it: it must not fail the transaction of
+/// the task that handed the rack on, whose result would then never apply.
 async fn promote(tx: &mut TaskTx, rack: RackId) -> Result<(), SchedulerError> {
     tx.lock_rack(rack).await?;
     for _ in 0..MAX_PROMOTIONS {
@@ -72,26 +77,44 @@ async fn promote(tx: &mut TaskTx, rack: RackId) -> Result<(), SchedulerError> {
         // a waiting task never held it, and a promoted one that ends at once
         // (nothing to do) frees it again, so look once more.
         for task in decision.expire {
-            if let Some(state) = tx.lock(task).await? {
-                save(tx, &state, &Event::QueueExpired).await?;
+            if let Err(error) = move_waiting(tx, task, &Event::QueueExpired).await? {
+                tracing::error!(task_id = %task, error = %ErrorChain(&error), "a waiting task could not expire; left waiting");
             }
         }
         let Some(next) = decision.promote else {
             return Ok(());
         };
-        let Some(state) = tx.lock(next).await? else {
-            return Ok(());
-        };
-        if !save(tx, &state, &Event::Promoted)
-            .await?
-            .state
-            .status
-            .is_final()
-        {
-            return Ok(());
+        match move_waiting(tx, next, &Event::Promoted).await? {
+            Ok(Some(status)) if status.is_final() => continue,
+            Ok(_) => return Ok(()),
+            Err(error) => {
+                tracing::error!(task_id = %next, error = %ErrorChain(&error), "a waiting task could not start; left waiting until it expires");
+                return Ok(());
+            }
         }
     }
     Ok(())
+}
+
+/// Applies an expiry or a promotion to a waiting task: its new status (none
+/// when it is gone), or — as the inner error — why this task cannot move
+/// (the outer error is the database's: the transaction is lost).
+async fn move_waiting(
+    tx: &mut TaskTx,
+    task: TaskId,
+    event: &Event,
+) -> Result<Result<Option<TaskStatus>, SchedulerError>, SchedulerError> {
+    let state = match tx.lock(task).await {
+        Ok(Some(state)) => state,
+        Ok(None) => return Ok(Ok(None)),
+        Err(error @ StoreError::Corrupt { .. }) => return Ok(Err(error.into())),
+        Err(error) => return Err(error.into()),
+    };
+    match apply_and_save(tx, &state, event).await {
+        Ok(t) => Ok(Ok(Some(t.state.status))),
+        Err(error @ SchedulerError::Lifecycle { .. }) => Ok(Err(error)),
+        Err(error) => Err(error),
+    }
 }
 
 /// Locks `task` and applies `event` to it (nothing when it is gone).
@@ -147,10 +170,7 @@ impl TaskService {
             (TaskStatus::Waiting, Admission::Queue { expires_ms }) => Submission::Queued {
                 task_id: t.state.id,
                 position: u32::try_from(occupancy.waiting + 1).unwrap_or(u32::MAX),
-                expires_at: time::OffsetDateTime::from_unix_timestamp_nanos(
-                    i128::from(expires_ms) * 1_000_000,
-                )
-                .unwrap_or(time::OffsetDateTime::UNIX_EPOCH),
+                expires_at: flow_protocol::task::timestamp::from_ms(expires_ms),
             },
             _ => Submission::Created(t.state.id),
         })
@@ -231,9 +251,16 @@ impl TaskService {
     /// the task before finishes).
     pub(crate) async fn sweep_queues(&self) -> Result<(), SchedulerError> {
         for rack in self.store.racks_with_waiting().await? {
-            let mut tx = self.store.begin_tasks().await?;
-            promote(&mut tx, rack).await?;
-            tx.commit().await?;
+            // One rack's failure does not hold up the others.
+            let swept = async {
+                let mut tx = self.store.begin_tasks().await?;
+                promote(&mut tx, rack).await?;
+                tx.commit().await?;
+                Ok::<_, SchedulerError>(())
+            };
+            if let Err(error) = swept.await {
+                tracing::warn!(rack_id = %rack, error = %ErrorChain(&error), "queue sweep of a rack failed");
+            }
         }
         Ok(())
     }

@@ -1120,3 +1120,44 @@ async fn a_components_record_keeps_its_attempts_errors_and_call_times_per_action
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiting_task_that_cannot_start_does_not_hold_up_the_one_before_it() {
+    let env = Env::new(InitialPower::On).await;
+    env.ok(
+        "rule.create",
+        json!({"name": "slow status", "operation_type": "power_control",
+        "operation": "warm_reset", "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "pre_operation": [{"name": "Sleep", "parameters": {"duration": "1500ms"}}],
+             "main_operation": {"name": "GetPowerStatus", "timeout": "5s"}}]}}),
+    )
+    .await;
+    let first = env.submit_task("h-1", "warm_reset", json!({})).await;
+    let queue = json!({"conflict": {"strategy": "queue", "timeout_seconds": 600}});
+    let second = env.submit_task("h-2", "warm_reset", queue).await;
+    // The waiting task's row becomes unreadable (its rule snapshot names a
+    // step type that does not exist), as a bad migration or a hand edit
+    // might leave it.
+    let db = sqlx::PgPool::connect(env.db.url()).await.unwrap();
+    sqlx::query("UPDATE tasks SET rule_snapshot = '{\"version\": \"v1\", \"steps\": [{\"component_type\": \"gpu\"}]}' WHERE id = $1::uuid")
+        .bind(&second)
+        .execute(&db)
+        .await
+        .unwrap();
+    // The first task's last result hands the rack on in its own
+    // transaction: it still applies, and the task completes.
+    let t = env.finish(&first).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    // The unreadable task is left waiting (it expires in its time) and
+    // every other endpoint goes on.
+    let list = env.ok("task.list", json!({})).await;
+    let waiting = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|x| x["id"] == second.as_str())
+        .unwrap();
+    assert_eq!(waiting["status"], "waiting", "{list:#}");
+    env.stop().await;
+}

@@ -66,7 +66,7 @@ pub async fn park(
                 sequence,
                 reason,
                 parked_on = %parked.subject,
-                "malformed message parked"
+                "refused message parked"
             );
             let _ = message.ack_with(jetstream::AckKind::Term).await;
             true

@@ -769,6 +769,31 @@ pub enum RuleSource {
     Builtin,
 }
 
+impl RuleSource {
+    /// Every source, in resolution order.
+    pub const ALL: [RuleSource; 4] = [
+        RuleSource::Explicit,
+        RuleSource::RackAssociation,
+        RuleSource::Default,
+        RuleSource::Builtin,
+    ];
+
+    /// The name, as serialised and stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuleSource::Explicit => "explicit",
+            RuleSource::RackAssociation => "rack_association",
+            RuleSource::Default => "default",
+            RuleSource::Builtin => "builtin",
+        }
+    }
+
+    /// The source named `text`.
+    pub fn parse(text: &str) -> Option<RuleSource> {
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
+    }
+}
+
 /// `rule.resolve` reply: which rule would run, and why.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolveReply {

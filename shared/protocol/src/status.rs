@@ -71,9 +71,9 @@ status_enum!(
     TaskStatus, "task", "waiting, pending, running, completed, failed, terminated" {
         /// Queued behind another task of its rack (FIFO, with an expiry).
         Waiting => "waiting",
-        /// Planned and admitted, its first stage not yet queued. A task
-        /// passes through it inside the transaction that creates or
-        /// promotes it; none stays in it.
+        /// Planned, not yet admitted: the state the lifecycle builds a task
+        /// in before its submission decides whether it starts or waits.
+        /// It is never stored: a task is inserted running or waiting.
         Pending => "pending",
         /// A stage is running.
         Running => "running",

@@ -23,6 +23,23 @@ pub mod timestamp {
     use time::format_description::well_known::Rfc3339;
     use time::macros::format_description;
 
+    /// The latest time a record holds (the end of year 9999): a deadline
+    /// or an expiry past it (a budget of every attempt of a huge timeout)
+    /// is kept as this, as good as never, not wrapped round to 1970.
+    pub const LATEST_MS: u64 = 253_402_300_799_999;
+
+    /// Epoch milliseconds as a time, at most [`LATEST_MS`].
+    pub fn from_ms(ms: u64) -> OffsetDateTime {
+        let ms = ms.min(LATEST_MS);
+        OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+            .unwrap_or(OffsetDateTime::UNIX_EPOCH)
+    }
+
+    /// A time as epoch milliseconds (0 before the epoch).
+    pub fn to_ms(t: OffsetDateTime) -> u64 {
+        u64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
+    }
+
     /// The text form.
     pub fn format(t: OffsetDateTime) -> String {
         let utc = t.to_offset(time::UtcOffset::UTC);
@@ -326,5 +343,14 @@ mod tests {
         let b = OffsetDateTime::from_unix_timestamp_nanos(1_700_000_000_520_000_000).unwrap();
         assert_eq!(timestamp::format(a), "2023-11-14T22:13:20.500000Z");
         assert!(timestamp::format(a) < timestamp::format(b));
+        assert_eq!(
+            timestamp::to_ms(timestamp::from_ms(1_700_000_000_500)),
+            1_700_000_000_500
+        );
+        // Far beyond what a record holds: the latest time, not 1970.
+        assert_eq!(
+            timestamp::format(timestamp::from_ms(u64::MAX)),
+            "9999-12-31T23:59:59.999000Z"
+        );
     }
 }

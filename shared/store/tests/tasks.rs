@@ -253,6 +253,12 @@ async fn a_racks_open_tasks_and_its_queue_read_in_fifo_order() {
         [w1.id, w2.id]
     );
     assert_eq!(queue.waiting[0].1, Some(1));
+    // An expiry past what a timestamp holds is kept as the latest one (as
+    // good as never), not wrapped round to 1970.
+    assert_eq!(
+        queue.waiting[1].1,
+        Some(flow_protocol::task::timestamp::LATEST_MS)
+    );
     assert_eq!(tx.find_request("b", env.rack).await.unwrap(), Some(w1.id));
     assert_eq!(tx.find_request("z", env.rack).await.unwrap(), None);
     drop(tx);

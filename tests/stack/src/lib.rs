@@ -7,7 +7,9 @@
 //! typed ([`Stack::call`]) or as JSON ([`Stack::ok`], [`Stack::raw`] for
 //! hostile bodies), waits with a bound ([`Stack::until_task`],
 //! [`flow_tests::eventually`]), kills and restarts workers and the
-//! scheduler, and stops everything with [`Stack::stop`] (or on drop).
+//! scheduler, and stops everything with [`Stack::stop`]. A stack dropped
+//! without it goes with the test: the server and the database on drop,
+//! the in-process schedulers and workers with the test's runtime.
 //!
 //! Every crate's integration tests use it; the lower-level pieces
 //! (`NatsServer`, `TestDb`, bounded waits) are in `flow-tests`.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use flow_hardware::ComponentTarget;
 use flow_protocol::jobs::{ComponentResult, FirmwareImage, StepJob};
-use flow_protocol::{RackId, StageStatus, StepStatus, TaskId, TaskStatus};
+use flow_protocol::{RackId, StepStatus, TaskId, TaskStatus};
 use flow_rules::{ComponentType, OperationCode, RuleDefinition};
 
 use crate::plan::Plan;
@@ -155,15 +155,5 @@ impl TaskState {
     /// The step at `step_index`.
     pub fn step(&self, step_index: u32) -> Option<&StepState> {
         self.steps.iter().find(|s| s.step_index == step_index)
-    }
-
-    /// The status of stage `stage`, from its steps.
-    pub fn stage_status(&self, stage: u32) -> StageStatus {
-        StageStatus::of(
-            self.steps
-                .iter()
-                .filter(|s| s.stage == stage)
-                .map(|s| s.status),
-        )
     }
 }

@@ -173,7 +173,7 @@ impl TaskTx {
         .bind(state.status.as_str())
         .bind(new.rule.rule_id.map(|r| r.as_uuid()))
         .bind(new.rule.revision.map(int))
-        .bind(rows::source_str(new.rule.source))
+        .bind(new.rule.source.as_str())
         .bind(&new.rule.name)
         .bind(&new.rule.definition)
         .bind(serde_json::to_value(rows::flat_components(&plan.components)).map_err(encode)?)
@@ -239,11 +239,12 @@ impl TaskTx {
         .await?)
     }
 
-    /// Saves what a transition changed, as a compare-and-set on what was
-    /// loaded: the task row if its status, stage, message, cancel request
-    /// or times changed (where its status is still `before`'s), each step
-    /// that changed (where its status and generation are still `before`'s).
-    /// A row that moved underneath is an error, never overwritten.
+    /// Saves what a transition changed, as a compare-and-set: the task row
+    /// if its status, stage, message, cancel request or times changed
+    /// (where its status is still `before`'s), each step that changed (where
+    /// its status and generation are still `before`'s). The row lock taken
+    /// by [`TaskTx::lock`] keeps the other columns as loaded; a row whose
+    /// status moved underneath is an error, never overwritten.
     pub async fn save(&mut self, before: &TaskState, after: &TaskState) -> Result<(), StoreError> {
         let moved = |what: String| StoreError::Conflict(format!("{what} changed underneath"));
         if task_row_changed(before, after) {

@@ -24,13 +24,17 @@ impl OutboxMessage {
     pub fn of(effect: &Effect) -> Option<Result<OutboxMessage, StoreError>> {
         let (subject, msg_id, payload) = match effect {
             Effect::PublishJob(job) => (job.subject(), job.msg_id(), serde_json::to_value(job)),
-            Effect::Emit(event) => (
-                event.subject(),
-                event
-                    .msg_id()
-                    .unwrap_or_else(|| format!("event/{}/{}", event.task_id, uuid::Uuid::new_v4())),
-                serde_json::to_value(event),
-            ),
+            Effect::Emit(event) => {
+                // Only live progress has no message ID, and it never goes
+                // through the outbox (the workers publish it).
+                let Some(msg_id) = event.msg_id() else {
+                    return Some(Err(StoreError::Corrupt {
+                        what: format!("an event of task {}", event.task_id),
+                        reason: "live progress does not go through the outbox".into(),
+                    }));
+                };
+                (event.subject(), msg_id, serde_json::to_value(event))
+            }
             Effect::CancelMark(mark) => (mark.subject(), mark.msg_id(), serde_json::to_value(mark)),
             Effect::PromoteNext(_) => return None,
         };

@@ -12,13 +12,19 @@ use crate::{Store, StoreError};
 impl Store {
     /// A task with its steps.
     pub async fn task_record(&self, task: TaskId) -> Result<TaskRecord, StoreError> {
+        // One snapshot for the task and its steps: a transition committed
+        // between the two reads would otherwise show half of it.
+        let mut tx = self.pool().begin().await?;
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
         let row: Option<TaskRow> = sqlx::query_as(concat!(
             "SELECT ",
             task_columns!(),
             " FROM tasks WHERE id = $1"
         ))
         .bind(task.as_uuid())
-        .fetch_optional(self.pool())
+        .fetch_optional(&mut *tx)
         .await?;
         let row = row.ok_or_else(|| StoreError::NotFound(format!("task {task} not found")))?;
         let steps: Vec<StepRow> = sqlx::query_as(concat!(
@@ -27,8 +33,9 @@ impl Store {
             " FROM task_steps WHERE task_id = $1 ORDER BY stage, step_index"
         ))
         .bind(task.as_uuid())
-        .fetch_all(self.pool())
+        .fetch_all(&mut *tx)
         .await?;
+        tx.commit().await?;
         row.into_record(steps)
     }
 

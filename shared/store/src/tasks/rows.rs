@@ -88,16 +88,7 @@ fn corrupt(what: impl Into<String>, reason: impl ToString) -> StoreError {
     }
 }
 
-/// Epoch milliseconds as a timestamp.
-pub(crate) fn at(ms: u64) -> OffsetDateTime {
-    OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
-        .unwrap_or(OffsetDateTime::UNIX_EPOCH)
-}
-
-/// A timestamp as epoch milliseconds (0 before the epoch).
-pub(crate) fn ms(t: OffsetDateTime) -> u64 {
-    u64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0)
-}
+pub(crate) use flow_protocol::task::timestamp::{from_ms as at, to_ms as ms};
 
 pub(crate) fn int(v: u32) -> i32 {
     i32::try_from(v).unwrap_or(i32::MAX)
@@ -115,19 +106,13 @@ fn unsigned64(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-/// How a rule source is stored.
-pub(crate) fn source_str(s: RuleSource) -> &'static str {
-    match s {
-        RuleSource::Explicit => "explicit",
-        RuleSource::RackAssociation => "rack_association",
-        RuleSource::Default => "default",
-        RuleSource::Builtin => "builtin",
-    }
-}
-
 fn source(text: &str, task: Uuid) -> Result<RuleSource, StoreError> {
-    serde_json::from_value(Value::String(text.to_owned()))
-        .map_err(|e| corrupt(format!("rule source of task {task}"), e))
+    RuleSource::parse(text).ok_or_else(|| {
+        corrupt(
+            format!("rule source of task {task}"),
+            format!("unknown rule source {text:?}"),
+        )
+    })
 }
 
 /// Components by type, flattened for the `components` column (by type,
