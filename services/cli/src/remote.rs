@@ -56,7 +56,8 @@ fn time(t: time::OffsetDateTime) -> String {
     t.format(&Rfc3339).unwrap_or_else(|_| t.to_string())
 }
 
-fn table(header: &[&str]) -> Table {
+/// A table with the CLI's style and `header`.
+pub(crate) fn table(header: &[&str]) -> Table {
     let mut t = Table::new();
     t.load_preset(UTF8_FULL_CONDENSED)
         .set_header(header.to_vec());

@@ -76,17 +76,15 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
             Outcome::Valid
         }
         Ok(v) => {
-            let mut t = comfy_table::Table::new();
-            t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
-                .set_header(vec![
-                    "STREAM",
-                    "MESSAGES",
-                    "CONSUMER",
-                    "PENDING",
-                    "IN FLIGHT",
-                    "REDELIVERED",
-                    "WAITING PULLS",
-                ]);
+            let mut t = crate::remote::table(&[
+                "STREAM",
+                "MESSAGES",
+                "CONSUMER",
+                "PENDING",
+                "IN FLIGHT",
+                "REDELIVERED",
+                "WAITING PULLS",
+            ]);
             for s in v["streams"].as_array().cloned().unwrap_or_default() {
                 if s["missing"] == true {
                     t.add_row(vec![str_of(&s["stream"]), "missing".to_owned()]);

@@ -218,17 +218,15 @@ pub async fn task(settings: &Settings, out: Output, command: &TaskCommand) -> Ou
                         serde_json::to_string_pretty(&list).unwrap_or_default()
                     );
                 } else {
-                    let mut t = comfy_table::Table::new();
-                    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
-                        .set_header(vec![
-                            "ID",
-                            "RACK",
-                            "OPERATION",
-                            "STATUS",
-                            "STAGE",
-                            "CREATED",
-                            "MESSAGE",
-                        ]);
+                    let mut t = crate::remote::table(&[
+                        "ID",
+                        "RACK",
+                        "OPERATION",
+                        "STATUS",
+                        "STAGE",
+                        "CREATED",
+                        "MESSAGE",
+                    ]);
                     for task in &list.tasks {
                         t.add_row(vec![
                             task.id.to_string(),

@@ -183,18 +183,16 @@ fn summary(task: &TaskRecord, started: Instant) {
     };
     outln!();
     outln!("Summary ({:.1}s):", started.elapsed().as_secs_f64());
-    let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_FULL_CONDENSED)
-        .set_header(vec![
-            "STAGE",
-            "TYPE",
-            "STATUS",
-            "COMPONENTS",
-            "CALLS",
-            "START",
-            "TOOK",
-            "ERROR",
-        ]);
+    let mut t = crate::remote::table(&[
+        "STAGE",
+        "TYPE",
+        "STATUS",
+        "COMPONENTS",
+        "CALLS",
+        "START",
+        "TOOK",
+        "ERROR",
+    ]);
     for s in &task.steps {
         t.add_row(vec![
             s.stage.to_string(),
