@@ -319,3 +319,30 @@ async fn the_schema_accepts_exactly_the_statuses_the_enums_name() {
     }
     assert!(set_step("paused".into()).await.is_err());
 }
+
+#[tokio::test]
+async fn tasks_stored_with_a_flat_component_list_are_migrated_to_the_plans_grouping() {
+    let env = Env::new().await;
+    let (state, _) = env.submit("r1", Admission::Start).await;
+    // As the migration found tasks stored before it: one flat list, in
+    // inventory order.
+    let flat: Vec<&ComponentTarget> = state.plan.components.values().flatten().collect();
+    sqlx::query("UPDATE tasks SET components = $2 WHERE id = $1")
+        .bind(state.id.as_uuid())
+        .bind(serde_json::to_value(&flat).unwrap())
+        .execute(env.store.pool())
+        .await
+        .unwrap();
+    let migration = include_str!("../../../migrations/20261201000003_components_by_type.sql");
+    sqlx::raw_sql(sqlx::AssertSqlSafe(migration))
+        .execute(env.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(env.load(state.id).await, state);
+    // Run again, it changes nothing.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(migration))
+        .execute(env.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(env.load(state.id).await, state);
+}

@@ -176,7 +176,7 @@ impl TaskTx {
         .bind(new.rule.source.as_str())
         .bind(&new.rule.name)
         .bind(&new.rule.definition)
-        .bind(serde_json::to_value(rows::flat_components(&plan.components)).map_err(encode)?)
+        .bind(serde_json::to_value(&plan.components).map_err(encode)?)
         .bind(serde_json::to_value(&plan.firmware).map_err(encode)?)
         .bind(state.current_stage.map(int))
         .bind(&state.message)

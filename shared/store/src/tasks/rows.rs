@@ -115,14 +115,6 @@ fn source(text: &str, task: Uuid) -> Result<RuleSource, StoreError> {
     })
 }
 
-/// Components by type, flattened for the `components` column (by type,
-/// then as the plan had them).
-pub(crate) fn flat_components(
-    by_type: &BTreeMap<ComponentType, Vec<ComponentTarget>>,
-) -> Vec<&ComponentTarget> {
-    by_type.values().flatten().collect()
-}
-
 pub(crate) fn task_status(text: &str, task: Uuid) -> Result<TaskStatus, StoreError> {
     text.parse()
         .map_err(|e| corrupt(format!("status of task {task}"), e))
@@ -144,16 +136,12 @@ impl TaskRow {
     }
 
     /// The plan: the operation, the validated rule snapshot, the components
-    /// grouped by type, the firmware images.
+    /// by type as the planner grouped them, the firmware images.
     fn plan(&self) -> Result<TaskPlan, StoreError> {
         let rule =
             RuleDefinition::from_value(&self.rule_snapshot).map_err(|e| corrupt(self.what(), e))?;
-        let flat: Vec<ComponentTarget> =
+        let components: BTreeMap<ComponentType, Vec<ComponentTarget>> =
             serde_json::from_value(self.components.clone()).map_err(|e| corrupt(self.what(), e))?;
-        let mut components: BTreeMap<ComponentType, Vec<ComponentTarget>> = BTreeMap::new();
-        for c in flat {
-            components.entry(c.component_type).or_default().push(c);
-        }
         let firmware: BTreeMap<ComponentType, FirmwareImage> =
             serde_json::from_value(self.firmware.clone()).map_err(|e| corrupt(self.what(), e))?;
         Ok(TaskPlan {
