@@ -177,6 +177,8 @@ fn write_inventory(racks: &[RackSpec], out: Option<&Path>) -> anyhow::Result<()>
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Listening from the start: a SIGTERM during start-up stops it cleanly.
+    let shutdown = flow_telemetry::shutdown_signal();
     let args = Args::parse();
     init_logging(args.log_format);
     let config = config(&args)?;
@@ -189,7 +191,7 @@ async fn main() -> anyhow::Result<()> {
         sim.admin_url(),
         sim.bmc_count()
     );
-    flow_telemetry::shutdown_signal().await;
+    shutdown.await;
     tracing::info!("shutting down");
     sim.shutdown().await;
     Ok(())

@@ -50,6 +50,10 @@ const DEFAULT_METRICS_LISTEN: std::net::SocketAddr =
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // From here on SIGINT/SIGTERM stop the scheduler cleanly, also while it
+    // is still starting (e.g. waiting for NATS).
+    let shutdown = flow_telemetry::shutdown_signal();
+    tokio::pin!(shutdown);
     let args = Args::parse();
     let mut settings = Settings::from_env(args.config.as_deref())?;
     if let Some(url) = args.nats_url {
@@ -70,7 +74,33 @@ async fn main() -> anyhow::Result<()> {
     )
     .await
     .context("--metrics-listen (FLOW_METRICS_LISTEN)")?;
+    let ack_wait = args.job_ack_wait.unwrap_or(flow_scheduler::JOB_ACK_WAIT);
+    let started = tokio::select! {
+        started = start(&settings, ack_wait, metrics) => started?,
+        () = &mut shutdown => {
+            tracing::info!("stopped before start-up finished");
+            return Ok(());
+        }
+    };
+    let (scheduler, client) = started;
+    tracing::info!(nats = %settings.nats.url, "serving flow.api");
 
+    shutdown.await;
+    tracing::info!("shutting down");
+    scheduler.stop().await?;
+    client.drain().await?;
+    if let Some(server) = metrics_server {
+        server.stop().await;
+    }
+    Ok(())
+}
+
+/// Migrates the database, connects to NATS and starts the scheduler.
+async fn start(
+    settings: &Settings,
+    ack_wait: std::time::Duration,
+    metrics: SchedulerMetrics,
+) -> anyhow::Result<(Scheduler, async_nats::Client)> {
     let store = Store::connect(
         settings.database.url.expose(),
         settings.database.max_connections,
@@ -82,18 +112,8 @@ async fn main() -> anyhow::Result<()> {
     let client = connect_nats(&settings.nats, "flow-scheduler", InitialConnect::Retry)
         .await
         .context("cannot connect to NATS (FLOW_NATS_URL)")?;
-    let ack_wait = args.job_ack_wait.unwrap_or(flow_scheduler::JOB_ACK_WAIT);
     let scheduler = Scheduler::start_with_metrics(client.clone(), store, ack_wait, metrics)
         .await
         .context("cannot start the scheduler (JetStream set-up or flow.api)")?;
-    tracing::info!(nats = %settings.nats.url, "serving flow.api");
-
-    flow_telemetry::shutdown_signal().await;
-    tracing::info!("shutting down");
-    scheduler.stop().await?;
-    client.drain().await?;
-    if let Some(server) = metrics_server {
-        server.stop().await;
-    }
-    Ok(())
+    Ok((scheduler, client))
 }

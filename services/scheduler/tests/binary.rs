@@ -10,6 +10,7 @@ use flow_protocol::api::decode_reply;
 use flow_protocol::subjects::api_subject;
 use flow_tests::{NatsServer, TestDb};
 use serde_json::Value;
+use tokio::io::AsyncReadExt;
 
 const PASSWORD: &str = "s3cret-planted-password";
 
@@ -30,13 +31,21 @@ async fn the_binary_migrates_serves_with_nats_auth_and_stops_on_sigterm() {
         "authorization {{ user: flow, password: \"{PASSWORD}\" }}"
     ));
     let db = TestDb::create().await;
-    let child = scheduler()
+    let mut child = scheduler()
         .env("FLOW_NATS_URL", nats.url())
         .env("FLOW_NATS_USER", "flow")
         .env("FLOW_NATS_PASSWORD", PASSWORD)
         .env("FLOW_DATABASE_URL", db.url())
         .spawn()
         .expect("spawn flow-scheduler");
+    // Read as it is written: debug logs fill a pipe's buffer in seconds and
+    // a scheduler blocked on writing them answers nothing.
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let logs = tokio::spawn(async move {
+        let mut text = Vec::new();
+        let _ = stderr.read_to_end(&mut text).await;
+        String::from_utf8_lossy(&text).into_owned()
+    });
 
     let client = async_nats::ConnectOptions::with_user_and_password("flow".into(), PASSWORD.into())
         .connect(nats.url())
@@ -50,7 +59,13 @@ async fn the_binary_migrates_serves_with_nats_auth_and_stops_on_sigterm() {
             Err(_) if Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            Err(e) => panic!("flow-scheduler never answered: {e}"),
+            Err(e) => {
+                let _ = child.start_kill();
+                panic!(
+                    "flow-scheduler never answered: {e}; its log:\n{}",
+                    logs.await.unwrap_or_default()
+                );
+            }
         }
     };
     assert_eq!(list["total"], 0, "migrations made the tables");
@@ -68,12 +83,12 @@ async fn the_binary_migrates_serves_with_nats_auth_and_stops_on_sigterm() {
         .status()
         .unwrap();
     assert!(status.success());
-    let out = tokio::time::timeout(Duration::from_secs(15), child.wait_with_output())
+    let status = tokio::time::timeout(Duration::from_secs(15), child.wait())
         .await
         .expect("stops within 15 s of SIGTERM")
         .unwrap();
-    let logs = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "exit {:?}: {logs}", out.status);
+    let logs = logs.await.expect("the log reader");
+    assert!(status.success(), "exit {status:?}: {logs}");
     assert!(
         logs.contains("migrations applied") && logs.contains("shutting down"),
         "{logs}"

@@ -55,6 +55,9 @@ const DEFAULT_METRICS_LISTEN: std::net::SocketAddr =
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // From here on SIGINT/SIGTERM stop the worker cleanly, also while it is
+    // still connecting.
+    let mut shutdown = Box::pin(flow_telemetry::shutdown_signal());
     let args = Args::parse();
     let mut settings = Settings::from_env(args.config.as_deref())?;
     if let Some(url) = args.nats_url {
@@ -90,13 +93,19 @@ async fn main() -> anyhow::Result<()> {
     )
     .await
     .context("--metrics-listen (FLOW_METRICS_LISTEN)")?;
-    let client = connect_nats(&settings.nats, "flow-worker", InitialConnect::Retry)
-        .await
-        .context("cannot connect to NATS (FLOW_NATS_URL)")?;
+    let client = tokio::select! {
+        client = connect_nats(&settings.nats, "flow-worker", InitialConnect::Retry) => {
+            client.context("cannot connect to NATS (FLOW_NATS_URL)")?
+        }
+        () = &mut shutdown => {
+            tracing::info!("stopped before start-up finished");
+            return Ok(());
+        }
+    };
     let stop = tokio_util::sync::CancellationToken::new();
     let signal = stop.clone();
     tokio::spawn(async move {
-        flow_telemetry::shutdown_signal().await;
+        shutdown.await;
         tracing::info!("stopping: no new jobs; jobs in flight checkpoint and hand back");
         signal.cancel();
     });

@@ -5,7 +5,7 @@
 //!   (`error = %ErrorChain(&e)`), so the cause an operator needs is never
 //!   cut off at the first layer ("database error").
 //! * [`init`] installs the `tracing` subscriber (text or JSON, filtered).
-//! * [`shutdown_signal`] waits for SIGINT or SIGTERM.
+//! * [`shutdown_signal`] listens for SIGINT and SIGTERM from start-up on.
 
 use std::error::Error;
 use std::fmt;
@@ -61,32 +61,46 @@ pub fn init(settings: &LogSettings) {
     };
 }
 
-/// Resolves on SIGINT (Ctrl-C) or SIGTERM. A signal that cannot be
-/// listened for is logged and waited for no more; the other still works.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
+/// Listens for SIGINT (Ctrl-C) and SIGTERM from this call on, and returns
+/// a future that resolves on the first of them. Call it first thing in
+/// `main` (inside the runtime): a signal that arrives during start-up is
+/// then kept for the future instead of killing the process mid-way. A
+/// signal that cannot be listened for is logged and waited for no more; the
+/// other still works.
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind, name: &'static str| {
+            signal(kind)
+                .inspect_err(|error| {
+                    tracing::warn!(error = %ErrorChain(error), signal = name, "cannot listen for the signal");
+                })
+                .ok()
+        };
+        let interrupt = listen(SignalKind::interrupt(), "SIGINT");
+        let terminate = listen(SignalKind::terminate(), "SIGTERM");
+        async move {
+            let wait = |signal: Option<tokio::signal::unix::Signal>| async move {
+                match signal {
+                    Some(mut signal) => {
+                        signal.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = wait(interrupt) => {}
+                () = wait(terminate) => {}
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    async {
         if let Err(error) = tokio::signal::ctrl_c().await {
             tracing::warn!(error = %ErrorChain(&error), "cannot listen for SIGINT");
             std::future::pending::<()>().await;
         }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                tracing::warn!(error = %ErrorChain(&error), "cannot listen for SIGTERM");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => {}
-        () = terminate => {}
     }
 }
 
@@ -122,5 +136,20 @@ mod tests {
         let inner = E("timed out", None);
         let wrapper = E("request failed: timed out", Some(Box::new(inner)));
         assert_eq!(chain(&wrapper), "request failed: timed out");
+    }
+
+    #[cfg(unix)]
+    #[tokio::test]
+    async fn a_signal_before_the_first_poll_is_kept() {
+        let shutdown = shutdown_signal();
+        let status = std::process::Command::new("kill")
+            .args(["-TERM", &std::process::id().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(status.success());
+        // Still alive: the handler was installed by the call, not the poll.
+        tokio::time::timeout(std::time::Duration::from_secs(10), shutdown)
+            .await
+            .expect("the SIGTERM sent before the first poll resolves the future");
     }
 }

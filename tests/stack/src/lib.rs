@@ -17,9 +17,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use async_nats::jetstream;
 use flow_hardware::ManagerRegistry;
-use flow_protocol::api::{ApiError, Endpoint, decode_reply};
+use flow_protocol::api::{ApiError, Endpoint, decode_reply, endpoint};
 use flow_protocol::subjects::api_subject;
 use flow_rack_sim::{SimConfig, Simulator};
 use flow_redfish::lifecycle::LifecycleClient;
@@ -172,6 +174,7 @@ impl StackBuilder {
                     .await
                     .expect("the scheduler");
                     stack.schedulers.push(scheduler);
+                    stack.wait_until_answering().await;
                 }
                 None => stack.start_scheduler().await,
             }
@@ -248,13 +251,32 @@ impl Stack {
             Scheduler::start_with(client.clone(), self.store.clone(), self.job_ack_wait)
                 .await
                 .expect("the scheduler");
-        // Its subscriptions reach the server before any request of the
-        // test's own connection does.
-        client
-            .flush()
-            .await
-            .expect("flush the scheduler's connection");
         self.schedulers.push(scheduler);
+        self.wait_until_answering().await;
+    }
+
+    /// Waits (at most [`CALL_TIMEOUT`]) until the API answers on the test's
+    /// own connection. A flush only puts the scheduler's subscriptions on
+    /// the wire; the server may still read a request of another connection
+    /// first and answer "no responders" (seen under a loaded CI machine).
+    pub async fn wait_until_answering(&self) {
+        let deadline = Instant::now() + CALL_TIMEOUT;
+        loop {
+            let request = async_nats::Request::new()
+                .payload("{}".into())
+                .timeout(Some(CALL_TIMEOUT));
+            match self
+                .client
+                .send_request(api_subject(<endpoint::RuleList as Endpoint>::NAME), request)
+                .await
+            {
+                Ok(_) => return,
+                Err(_) if Instant::now() < deadline => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                Err(e) => panic!("the scheduler's API never answered: {e}"),
+            }
+        }
     }
 
     /// Stops every scheduler (gracefully).
