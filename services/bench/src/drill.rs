@@ -227,15 +227,11 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
         let started = Instant::now();
         let reply = api::submit(
             &cluster.nats,
-            &TaskSubmit {
-                request_id: uuid::Uuid::new_v4().to_string(),
-                racks: drill_racks.iter().map(|r| RackRef(r.clone())).collect(),
-                component_types: Vec::new(),
-                operation: code,
-                rule_id: None,
-                firmware: BTreeMap::new(),
-                conflict: ConflictStrategy::Reject,
-            },
+            &TaskSubmit::new(
+                uuid::Uuid::new_v4().to_string(),
+                code,
+                drill_racks.iter().map(|r| RackRef(r.clone())).collect(),
+            ),
         )
         .await?;
         let ids: std::collections::BTreeSet<String> = reply
@@ -465,16 +461,17 @@ impl Probe {
 
     async fn once(&self, cluster: &Cluster, limit: Duration) -> bool {
         let submit = TaskSubmit {
-            request_id: uuid::Uuid::new_v4().to_string(),
-            racks: vec![RackRef(self.rack.clone())],
             component_types: vec![flow_rules::ComponentType::PowerShelf],
-            operation: OperationCode::Power(flow_rules::PowerOperation::PowerOn),
             rule_id: Some(self.rule),
-            firmware: BTreeMap::new(),
             // A probe still running from an earlier try: wait behind it.
             conflict: ConflictStrategy::Queue {
                 timeout_seconds: 60,
             },
+            ..TaskSubmit::new(
+                uuid::Uuid::new_v4().to_string(),
+                OperationCode::Power(flow_rules::PowerOperation::PowerOn),
+                vec![RackRef(self.rack.clone())],
+            )
         };
         let Ok(reply) = api::submit(&cluster.nats, &submit).await else {
             return false;

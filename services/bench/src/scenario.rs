@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use flow_protocol::TaskStatus;
-use flow_protocol::api::{ConflictStrategy, TaskSubmit};
+use flow_protocol::api::TaskSubmit;
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{ComponentTarget, FirmwareImage};
 use flow_rules::{ComponentType, OperationCode, RuleBatch};
@@ -289,13 +289,12 @@ async fn measure(
         let reply = api::submit(
             &cluster.nats,
             &TaskSubmit {
-                request_id: uuid::Uuid::new_v4().to_string(),
-                racks: chunk.iter().map(|r| RackRef(r.name.clone())).collect(),
-                component_types: Vec::new(),
-                operation,
-                rule_id: None,
                 firmware: firmware.clone(),
-                conflict: ConflictStrategy::Reject,
+                ..TaskSubmit::new(
+                    uuid::Uuid::new_v4().to_string(),
+                    operation,
+                    chunk.iter().map(|r| RackRef(r.name.clone())).collect(),
+                )
             },
         )
         .await?;

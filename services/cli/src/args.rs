@@ -49,10 +49,22 @@ pub enum Command {
 
 /// Which racks and components an operation targets.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("targets").required(true).multiple(true).args(["racks", "labels", "components"])))]
 pub struct TargetArgs {
-    /// Rack ID or name (repeatable).
-    #[arg(long = "rack", required = true)]
+    /// Rack ID or name (repeatable): the whole rack, or with --component
+    /// the rack a component name is looked up in.
+    #[arg(long = "rack")]
     pub racks: Vec<String>,
+    /// Racks carrying this label, `key=value` (repeatable: all must match).
+    #[arg(long = "label", value_parser = flow_protocol::labels::parse_pair)]
+    pub labels: Vec<(String, String)>,
+    /// One component (repeatable): its ID, `<rack>/<name>`, or its name
+    /// (in the one --rack given, or the one rack that has it).
+    #[arg(long = "component")]
+    pub components: Vec<String>,
+    /// What the task is for (shown with it).
+    #[arg(long)]
+    pub description: Option<String>,
     /// Only these component types (repeatable; default all).
     #[arg(long = "type")]
     pub types: Vec<String>,
@@ -141,6 +153,10 @@ pub struct PowerArgs {
     /// What to do.
     #[arg(value_enum)]
     pub action: PowerAction,
+    /// Use the forced variant (off → force_power_off, restart →
+    /// force_restart).
+    #[arg(long)]
+    pub forced: bool,
     /// Targets.
     #[command(flatten)]
     pub target: TargetArgs,
@@ -292,11 +308,32 @@ pub enum RackCommand {
     /// Create a rack and its components from a rack document.
     Create(RackCreateArgs),
     /// List racks.
-    List,
+    List(RackListArgs),
     /// Show a rack, its components and rule bindings.
     Get(RackArg),
     /// Delete a rack with its components and bindings.
     Delete(RackArg),
+    /// Set labels (`key=value`) and remove them (`key-`).
+    Label(RackLabelArgs),
+}
+
+/// `flow rack list`.
+#[derive(Debug, Args)]
+pub struct RackListArgs {
+    /// Only racks carrying this label, `key=value` (repeatable: all must
+    /// match).
+    #[arg(long = "label", value_parser = flow_protocol::labels::parse_pair)]
+    pub labels: Vec<(String, String)>,
+}
+
+/// `flow rack label`.
+#[derive(Debug, Args)]
+pub struct RackLabelArgs {
+    /// The rack ID or name.
+    pub rack: String,
+    /// `key=value` sets a label, `key-` removes one.
+    #[arg(required = true)]
+    pub changes: Vec<String>,
 }
 
 /// `flow rule validate`.

@@ -6,10 +6,11 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use flow_config::Settings;
 use flow_protocol::RuleId;
 use flow_protocol::api::{
-    RackByRef, RackList, RuleAssociate, RuleBatchCreate, RuleById, RuleCreate, RuleDelete,
-    RuleDisassociate, RuleList, RuleRecord, RuleResolve, RuleUpdate, endpoint,
+    RackByRef, RackLabel, RackList, RuleAssociate, RuleBatchCreate, RuleById, RuleCreate,
+    RuleDelete, RuleDisassociate, RuleList, RuleRecord, RuleResolve, RuleUpdate, endpoint,
 };
 use flow_protocol::ids::RackRef;
+use flow_protocol::labels::Labels;
 use flow_rules::{OperationCode, RuleBatch, RuleSpec};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -22,6 +23,7 @@ use crate::args::{
 };
 use crate::client::{Client, ClientError};
 use crate::out::outln;
+use crate::task::bad;
 
 /// Output style.
 #[derive(Debug, Clone, Copy)]
@@ -515,15 +517,26 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                     );
                 }
             }
-            RackCommand::List => {
-                let reply = client.call::<endpoint::RackList>(&RackList {}).await?;
+            RackCommand::List(args) => {
+                let reply = client
+                    .call::<endpoint::RackList>(&RackList {
+                        labels: args.labels.iter().cloned().collect(),
+                    })
+                    .await?;
                 if out.json {
                     print_json(&reply);
                 } else if reply.racks.is_empty() {
                     outln!("No racks");
                 } else {
-                    let mut t =
-                        table(&["ID", "NAME", "MODEL", "LOCATION", "COMPONENTS", "CREATED"]);
+                    let mut t = table(&[
+                        "ID",
+                        "NAME",
+                        "MODEL",
+                        "LOCATION",
+                        "LABELS",
+                        "COMPONENTS",
+                        "CREATED",
+                    ]);
                     for r in &reply.racks {
                         let comps: Vec<_> = r
                             .components
@@ -535,6 +548,7 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                             r.name.clone(),
                             r.model.clone(),
                             r.location.clone(),
+                            labels_text(&r.labels),
                             comps.join(", "),
                             time(r.created_at),
                         ]);
@@ -556,6 +570,7 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                     outln!("Model:     {} {}", r.manufacturer, r.model);
                     outln!("Serial:    {}", r.serial);
                     outln!("Location:  {}", r.location);
+                    outln!("Labels:    {}", labels_text(&r.labels));
                     for a in &r.associations {
                         outln!("Rule:      {} → {}", a.operation, a.rule_id);
                     }
@@ -582,6 +597,28 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                     outln!("{t}");
                 }
             }
+            RackCommand::Label(args) => {
+                let mut request = RackLabel {
+                    rack: RackRef(args.rack.clone()),
+                    set: Labels::new(),
+                    remove: Vec::new(),
+                };
+                for change in &args.changes {
+                    if let Some(key) = change.strip_suffix('-').filter(|k| !k.contains('=')) {
+                        request.remove.push(key.to_owned());
+                    } else {
+                        let (k, v) = flow_protocol::labels::parse_pair(change)
+                            .map_err(|e| bad(format!("{e} (or key- to remove a label)")))?;
+                        request.set.insert(k, v);
+                    }
+                }
+                let r = client.call::<endpoint::RackLabel>(&request).await?;
+                if out.json {
+                    print_json(&r);
+                } else {
+                    outln!("{}: {}", r.name, labels_text(&r.labels));
+                }
+            }
             RackCommand::Delete(RackArg { rack }) => {
                 let reply = client
                     .call::<endpoint::RackDelete>(&RackByRef {
@@ -601,4 +638,17 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
     }
     .await;
     result.map_or_else(fail, |()| Outcome::Valid)
+}
+
+/// Labels as `key=value, …` (`-` when none).
+fn labels_text(labels: &Labels) -> String {
+    if labels.is_empty() {
+        "-".to_owned()
+    } else {
+        labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
 }

@@ -76,15 +76,53 @@ fn request(
     } else {
         ConflictStrategy::Reject
     };
+    let (racks, components) = targets(target)?;
     Ok(TaskSubmit {
         request_id,
-        racks: target.racks.iter().cloned().map(RackRef).collect(),
+        racks,
+        labels: target.labels.iter().cloned().collect(),
+        components,
         component_types,
         operation,
+        forced: false,
+        description: target.description.clone().unwrap_or_default(),
         rule_id,
         firmware,
         conflict,
     })
+}
+
+/// Whole racks and single components from `--rack` and `--component`: with
+/// components, one `--rack` is where their bare names are looked up, not a
+/// whole-rack target.
+fn targets(target: &TargetArgs) -> Result<(Vec<RackRef>, Vec<String>), ClientError> {
+    if target.components.is_empty() {
+        return Ok((
+            target.racks.iter().cloned().map(RackRef).collect(),
+            Vec::new(),
+        ));
+    }
+    let components = match target.racks.as_slice() {
+        [] => target.components.clone(),
+        [rack] => target
+            .components
+            .iter()
+            .map(|c| {
+                if c.contains('/') || c.parse::<uuid::Uuid>().is_ok() {
+                    c.clone()
+                } else {
+                    format!("{rack}/{c}")
+                }
+            })
+            .collect(),
+        _ => {
+            return Err(bad(
+                "--component with several --rack: name each component as <rack>/<name> and leave --rack out"
+                    .to_owned(),
+            ));
+        }
+    };
+    Ok((Vec::new(), components))
 }
 
 async fn submit(
@@ -157,7 +195,13 @@ async fn submit(
 /// `flow power <action>`.
 pub async fn power(settings: &Settings, out: Output, args: &PowerArgs) -> Outcome {
     match request(&args.target, args.action.operation(), BTreeMap::new()) {
-        Ok(body) => submit(settings, out, &args.target, body).await,
+        Ok(body) => {
+            let body = TaskSubmit {
+                forced: args.forced,
+                ..body
+            };
+            submit(settings, out, &args.target, body).await
+        }
         Err(e) => fail(e),
     }
 }

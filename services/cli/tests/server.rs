@@ -418,3 +418,110 @@ async fn a_closed_stdout_ends_every_command_quietly() {
     }
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racks_are_labelled_and_tasks_target_labels_and_components() {
+    let env = Env::new().await;
+    env.ok(&["rack", "create", "--from-json", "examples/rack-nvl72.json"])
+        .await;
+    let text = env
+        .ok(&["rack", "label", "rack-01", "row=B", "site=lab"])
+        .await;
+    assert_eq!(text, "rack-01: row=B, site=lab\n");
+    let text = env.ok(&["rack", "label", "rack-01", "site-"]).await;
+    assert_eq!(text, "rack-01: row=B\n");
+    let bad = env.flow(&["rack", "label", "rack-01", "row"]).await;
+    assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+    assert!(stderr(&bad).contains("a label is key=value (or key- to remove a label)"));
+    assert!(
+        env.ok(&["rack", "list", "--label", "row=B"])
+            .await
+            .contains("row=B")
+    );
+    assert_eq!(
+        env.ok(&["rack", "list", "--label", "row=C"]).await,
+        "No racks\n"
+    );
+
+    // No worker runs: tasks stay open. A compute task by label, then a
+    // switch tray by name beside it (no shared component), then the
+    // compute tray again, which conflicts.
+    let first = env
+        .ok(&[
+            "power",
+            "off",
+            "--label",
+            "row=B",
+            "--type",
+            "compute",
+            "--description",
+            "night cycle",
+        ])
+        .await;
+    assert!(first.starts_with("rack-01: task "), "{first}");
+    let beside = env
+        .ok(&[
+            "power",
+            "off",
+            "--rack",
+            "rack-01",
+            "--component",
+            "nvswitch-01",
+        ])
+        .await;
+    assert!(beside.starts_with("rack-01: task "), "{beside}");
+    let refused = env
+        .flow(&["power", "off", "--component", "rack-01/compute-01"])
+        .await;
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        stderr(&refused).contains(
+            "power_control on Compute conflicts with power_control on Compute on shared components"
+        ),
+        "{}",
+        stderr(&refused)
+    );
+    let listed = env.json(&["task", "list"]).await;
+    let descriptions: Vec<&str> = listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["description"].as_str().unwrap())
+        .collect();
+    assert_eq!(descriptions, ["", "night cycle"], "{listed}");
+
+    let forced = env
+        .flow(&["power", "on", "--forced", "--rack", "rack-01"])
+        .await;
+    assert_eq!(forced.status.code(), Some(1));
+    assert!(
+        stderr(&forced).contains("forced: only power_off and restart have a forced variant"),
+        "{}",
+        stderr(&forced)
+    );
+    let several = env
+        .flow(&[
+            "power",
+            "off",
+            "--rack",
+            "a",
+            "--rack",
+            "b",
+            "--component",
+            "compute-01",
+        ])
+        .await;
+    assert_eq!(several.status.code(), Some(1));
+    assert!(
+        stderr(&several).contains("--component with several --rack"),
+        "{}",
+        stderr(&several)
+    );
+    let none = env.flow(&["power", "off"]).await;
+    assert_eq!(
+        none.status.code(),
+        Some(2),
+        "clap refuses a command without targets"
+    );
+    env.stop().await;
+}

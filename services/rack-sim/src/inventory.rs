@@ -45,6 +45,7 @@ pub(crate) fn inventory(world: &World) -> Vec<RackSpec> {
                 manufacturer: "NVIDIA".to_owned(),
                 model: "GB200 NVL72".to_owned(),
                 location: "sim".to_owned(),
+                labels: flow_protocol::labels::Labels::new(),
                 components,
             }
         })

@@ -245,8 +245,14 @@ pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8])
             .await
         }
         ep::RackList::NAME => {
-            serve::<ep::RackList, _, _>(body, |_| async move {
-                store.list_racks().await.map_err(store_error)
+            serve::<ep::RackList, _, _>(body, |r| async move {
+                store.list_racks(&r.labels).await.map_err(store_error)
+            })
+            .await
+        }
+        ep::RackLabel::NAME => {
+            serve::<ep::RackLabel, _, _>(body, |r| async move {
+                store.label_rack(&r).await.map_err(store_error)
             })
             .await
         }
@@ -259,7 +265,7 @@ pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8])
         ep::TaskSubmit::NAME => {
             serve::<ep::TaskSubmit, _, _>(body, |r| async move {
                 r.check()?;
-                Ok(tasks.submit(&r).await)
+                tasks.submit(&r).await
             })
             .await
         }

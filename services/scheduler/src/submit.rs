@@ -1,6 +1,7 @@
-//! Submissions: one task per rack, each planned and admitted or refused on
-//! its own with the reason; from `task.submit` on `flow.api` or from a
-//! message on `flow.tasks.submit`.
+//! Submissions: targets (racks, labels, components) resolved to racks, then
+//! one task per rack, each planned and admitted or refused on its own with
+//! the reason; from `task.submit` on `flow.api` or from a message on
+//! `flow.tasks.submit`.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -10,7 +11,8 @@ use flow_engine::lifecycle::{TaskPlan, TaskState};
 use flow_engine::plan;
 use flow_jetstream::{Source, consume, park};
 use flow_protocol::api::{
-    ApiError, ConflictStrategy, ErrorCode, RackOutcome, Submission, TaskSubmit, TaskSubmitReply,
+    ApiError, ConflictStrategy, ErrorCode, MAX_RACKS_PER_SUBMIT, RackOutcome, Submission,
+    TaskSubmit, TaskSubmitReply, encode_reply,
 };
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{CONSUMER_SUBMIT, ComponentTarget, STREAM_TASKS};
@@ -23,13 +25,46 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{api_error, store_error};
 use crate::service::TaskService;
 
+/// The racks a submission targets, in the order named: explicit racks,
+/// then racks by label, then the racks of individual components. A rack is
+/// targeted whole, or only at the components named in it.
+#[derive(Debug, Default)]
+struct Targets {
+    racks: Vec<(RackRef, Scope)>,
+}
+
+/// What a task covers of its rack.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Scope {
+    /// Every component (of the requested types).
+    Whole,
+    /// Only these components (by name).
+    Only(BTreeSet<String>),
+}
+
+impl Targets {
+    fn add(&mut self, rack: RackRef, scope: Scope) {
+        match self.racks.iter_mut().find(|(r, _)| *r == rack) {
+            Some((_, existing)) => match (existing, scope) {
+                (Scope::Whole, _) => {}
+                (existing @ Scope::Only(_), Scope::Whole) => *existing = Scope::Whole,
+                (Scope::Only(names), Scope::Only(more)) => names.extend(more),
+            },
+            None => self.racks.push((rack, scope)),
+        }
+    }
+}
+
 impl TaskService {
-    /// Submits an operation: one task per rack, each refused or created on
-    /// its own, with the reason.
-    pub async fn submit(&self, request: &TaskSubmit) -> TaskSubmitReply {
+    /// Submits an operation: one task per targeted rack, each refused or
+    /// created on its own, with the reason. Targets that name nothing (a
+    /// label no rack carries, a component that does not exist) refuse the
+    /// whole request: nothing is created.
+    pub async fn submit(&self, request: &TaskSubmit) -> Result<TaskSubmitReply, ApiError> {
+        let targets = self.targets(request).await?;
         let mut results = Vec::new();
-        for rack in &request.racks {
-            let submission = match self.submit_rack(request, rack).await {
+        for (rack, scope) in &targets.racks {
+            let submission = match self.submit_rack(request, rack, scope).await {
                 Ok(s) => s,
                 Err(error) => Submission::Refused(error),
             };
@@ -54,18 +89,76 @@ impl TaskService {
             });
         }
         self.poke();
-        TaskSubmitReply { results }
+        Ok(TaskSubmitReply { results })
+    }
+
+    async fn targets(&self, request: &TaskSubmit) -> Result<Targets, ApiError> {
+        let mut targets = Targets::default();
+        for rack in &request.racks {
+            targets.add(rack.clone(), Scope::Whole);
+        }
+        if !request.labels.is_empty() {
+            let racks = self
+                .store
+                .list_racks(&request.labels)
+                .await
+                .map_err(store_error)?
+                .racks;
+            if racks.is_empty() {
+                return Err(ApiError::new(
+                    ErrorCode::NotFound,
+                    format!(
+                        "labels: no rack carries {}",
+                        request
+                            .labels
+                            .iter()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+            for rack in racks {
+                targets.add(RackRef(rack.name), Scope::Whole);
+            }
+        }
+        if !request.components.is_empty() {
+            let found = self
+                .store
+                .find_components(&request.components)
+                .await
+                .map_err(store_error)?;
+            for (rack, component) in found {
+                targets.add(RackRef(rack), Scope::Only(BTreeSet::from([component])));
+            }
+        }
+        if targets.racks.len() > MAX_RACKS_PER_SUBMIT {
+            return Err(ApiError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "the targets cover {} racks, at most {MAX_RACKS_PER_SUBMIT} per request",
+                    targets.racks.len()
+                ),
+            ));
+        }
+        Ok(targets)
     }
 
     async fn submit_rack(
         &self,
         request: &TaskSubmit,
         rack: &RackRef,
+        scope: &Scope,
     ) -> Result<Submission, ApiError> {
+        let operation = request.operation_to_run()?;
         let record = self.store.get_rack(rack).await.map_err(store_error)?;
         let components: Vec<ComponentTarget> = record
             .components
             .iter()
+            .filter(|c| match scope {
+                Scope::Whole => true,
+                Scope::Only(names) => names.contains(&c.name),
+            })
             .filter(|c| {
                 request.component_types.is_empty()
                     || request.component_types.contains(&c.component_type)
@@ -75,15 +168,22 @@ impl TaskService {
         if components.is_empty() {
             return Err(ApiError::new(
                 ErrorCode::Invalid,
-                format!(
-                    "rack {} has no components of the requested types",
-                    record.name
-                ),
+                match scope {
+                    Scope::Whole => format!(
+                        "rack {} has no components of the requested types",
+                        record.name
+                    ),
+                    Scope::Only(names) => format!(
+                        "rack {}: none of the components named ({}) is of the requested types",
+                        record.name,
+                        names.iter().cloned().collect::<Vec<_>>().join(", ")
+                    ),
+                },
             ));
         }
         let resolution = self
             .store
-            .resolve(rack, request.operation, request.rule_id)
+            .resolve(rack, operation, request.rule_id)
             .await
             .map_err(store_error)?;
         let planned = plan(&resolution.definition, &components).map_err(|e| {
@@ -105,7 +205,7 @@ impl TaskService {
                 )
             })?;
         let task_plan = Arc::new(TaskPlan {
-            operation: request.operation,
+            operation,
             rule: resolution.definition,
             components: planned.components.clone(),
             firmware: request.firmware.clone(),
@@ -114,6 +214,7 @@ impl TaskService {
         let new = NewTask {
             request_id: request.request_id.clone(),
             rack_name: record.name.clone(),
+            description: request.description.clone(),
             rule: resolution.reply,
         };
         let queue_timeout = match request.conflict {
@@ -156,17 +257,12 @@ impl TaskService {
                         }
                         return;
                     }
-                    let reply = this.submit(&request).await;
+                    // The outcome is a reply envelope, as on flow.api: the
+                    // per-rack results, or why nothing was created.
+                    let reply = encode_reply(&this.submit(&request).await);
                     let subject = subjects::submit_outcome(&request.request_id);
-                    match serde_json::to_vec(&reply) {
-                        Ok(body) => {
-                            if let Err(error) = this.js.publish(subject, body.into()).await {
-                                tracing::warn!(error = %ErrorChain(&error), "submission outcome not published");
-                            }
-                        }
-                        Err(error) => {
-                            tracing::warn!(error = %ErrorChain(&error), "submission outcome not encodable")
-                        }
+                    if let Err(error) = this.js.publish(subject, reply.into()).await {
+                        tracing::warn!(error = %ErrorChain(&error), "submission outcome not published");
                     }
                     let _ = message.ack().await;
                 }

@@ -62,8 +62,10 @@ async fn hand_on(tx: &mut TaskTx, effects: &[Effect]) -> Result<(), SchedulerErr
     Ok(())
 }
 
-/// The rack is free (or may be): waiting tasks past their time expire, and
-/// the oldest one left starts (FIFO), under the rack's lock.
+/// A task of the rack let go of its components: waiting tasks past their
+/// time expire, and those that now conflict with nothing start (oldest
+/// first, none ahead of an older one it conflicts with), under the rack's
+/// lock.
 ///
 /// A waiting task that cannot be loaded or moved on (an unreadable row, a
 /// rule snapshot its plan cannot build a job from) is logged and left
@@ -72,25 +74,26 @@ async fn hand_on(tx: &mut TaskTx, effects: &[Effect]) -> Result<(), SchedulerErr
 async fn promote(tx: &mut TaskTx, rack: RackId) -> Result<(), SchedulerError> {
     tx.lock_rack(rack).await?;
     for _ in 0..MAX_PROMOTIONS {
-        let decision = queue::next_in_line(&tx.rack_queue(rack).await?, tx.now_ms());
-        // An expiry or a promotion hands on no rack but through this loop:
-        // a waiting task never held it, and a promoted one that ends at once
-        // (nothing to do) frees it again, so look once more.
+        let decision = queue::next_in_line(&tx.rack_tasks(rack).await?, tx.now_ms());
         for task in decision.expire {
             if let Err(error) = move_waiting(tx, task, &Event::QueueExpired).await? {
                 tracing::error!(task_id = %task, error = %ErrorChain(&error), "a waiting task could not expire; left waiting");
             }
         }
-        let Some(next) = decision.promote else {
-            return Ok(());
-        };
-        match move_waiting(tx, next, &Event::Promoted).await? {
-            Ok(Some(status)) if status.is_final() => continue,
-            Ok(_) => return Ok(()),
-            Err(error) => {
-                tracing::error!(task_id = %next, error = %ErrorChain(&error), "a waiting task could not start; left waiting until it expires");
-                return Ok(());
+        // A promoted task that ends at once (nothing to do) lets go of its
+        // components again: look once more.
+        let mut again = false;
+        for next in decision.promote {
+            match move_waiting(tx, next, &Event::Promoted).await? {
+                Ok(Some(status)) if status.is_final() => again = true,
+                Ok(_) => {}
+                Err(error) => {
+                    tracing::error!(task_id = %next, error = %ErrorChain(&error), "a waiting task could not start; left waiting until it expires");
+                }
             }
+        }
+        if !again {
+            return Ok(());
         }
     }
     Ok(())
@@ -145,8 +148,15 @@ impl TaskService {
         if let Some(id) = tx.find_request(&new.request_id, planned.rack).await? {
             return Ok(Submission::Duplicate(id));
         }
-        let occupancy = tx.occupancy(planned.rack).await?;
-        let admission = match queue::admit(&new.rack_name, &occupancy, queue_timeout, tx.now_ms()) {
+        let tasks = tx.rack_tasks(planned.rack).await?;
+        let footprint = planned.plan.footprint();
+        let admission = match queue::admit(
+            &new.rack_name,
+            &footprint,
+            &tasks,
+            queue_timeout,
+            tx.now_ms(),
+        ) {
             Ok(admission) => admission,
             Err(refusal) => {
                 return Ok(Submission::Refused(ApiError::new(
@@ -169,7 +179,7 @@ impl TaskService {
         Ok(match (t.state.status, admission) {
             (TaskStatus::Waiting, Admission::Queue { expires_ms }) => Submission::Queued {
                 task_id: t.state.id,
-                position: u32::try_from(occupancy.waiting + 1).unwrap_or(u32::MAX),
+                position: u32::try_from(tasks.waiting_count() + 1).unwrap_or(u32::MAX),
                 expires_at: flow_protocol::task::timestamp::from_ms(expires_ms),
             },
             _ => Submission::Created(t.state.id),

@@ -246,6 +246,12 @@ fn endpoint_cases() -> Vec<Case> {
             Some("rack"),
         ),
         (
+            endpoint::RackLabel::NAME,
+            json!({"rack": "rack-01", "set": {"row": "B"}}),
+            ("set", json!("row=B")),
+            Some("rack"),
+        ),
+        (
             endpoint::TaskSubmit::NAME,
             json!({"request_id": "r", "racks": ["rack-01"], "operation": "power_on"}),
             ("racks", json!("rack-01")),
@@ -548,7 +554,8 @@ async fn malformed_messages_on_every_stream_are_parked_with_the_reason_and_nothi
         .await
         .expect("an outcome")
         .unwrap();
-    let reply: Value = serde_json::from_slice(&outcome.payload).unwrap();
+    // The outcome is a reply envelope, as on flow.api.
+    let reply: Value = flow_protocol::api::decode_reply(&outcome.payload).expect("a result");
     let task = reply["results"][0]["task_id"].as_str().expect("a task");
     assert_eq!(env.finish(task).await["status"], "completed");
     assert_eq!(
@@ -610,7 +617,7 @@ async fn a_flood_of_duplicate_submissions_makes_one_task_and_every_caller_is_ans
             .await
             .expect("an outcome per kept submission")
             .unwrap();
-        let reply: Value = serde_json::from_slice(&outcome.payload).unwrap();
+        let reply: Value = flow_protocol::api::decode_reply(&outcome.payload).expect("a result");
         tasks.insert(reply["results"][0]["task_id"].as_str().unwrap().to_owned());
     }
     assert_eq!(tasks.len(), 1, "one task for one request id: {tasks:?}");

@@ -180,7 +180,7 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
         busy["error"]["message"]
             .as_str()
             .unwrap()
-            .contains("already has task"),
+            .contains("already has a conflicting task"),
         "{busy}"
     );
 
@@ -654,7 +654,8 @@ async fn requests_on_the_stream_are_deduplicated_answered_and_malformed_ones_par
     let outcome = tokio::time::timeout(Duration::from_secs(15), futures_next(&mut outcomes))
         .await
         .expect("an outcome for the request");
-    let reply: Value = serde_json::from_slice(&outcome.payload).unwrap();
+    // A reply envelope, as on flow.api.
+    let reply: Value = flow_protocol::api::decode_reply(&outcome.payload).expect("a result");
     let task = reply["results"][0]["task_id"]
         .as_str()
         .expect("task")

@@ -229,6 +229,8 @@ pub mod endpoint {
         RackList = "rack.list": super::RackList => RackListReply;
         /// Delete a rack.
         RackDelete = "rack.delete": RackByRef => RackDeleteReply;
+        /// Set or remove a rack's labels.
+        RackLabel = "rack.label": super::RackLabel => RackRecord;
         /// Submit an operation on racks (one task per rack).
         TaskSubmit = "task.submit": super::TaskSubmit => TaskSubmitReply;
         /// Get a task with its steps.
@@ -386,7 +388,25 @@ pub struct RackByRef {
 /// `rack.list`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct RackList {}
+pub struct RackList {
+    /// Only racks carrying every one of these labels.
+    #[serde(default, skip_serializing_if = "crate::labels::Labels::is_empty")]
+    pub labels: crate::labels::Labels,
+}
+
+/// `rack.label`: sets and removes labels of a rack.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RackLabel {
+    /// The rack, by ID or name.
+    pub rack: RackRef,
+    /// Labels to set (a key it has already gets the new value).
+    #[serde(default)]
+    pub set: crate::labels::Labels,
+    /// Keys to remove (a key it does not have is no error).
+    #[serde(default)]
+    pub remove: Vec<String>,
+}
 
 /// `task.submit` (also the body of a message on `flow.tasks.submit`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -394,13 +414,28 @@ pub struct RackList {}
 pub struct TaskSubmit {
     /// Idempotency key: a repeated request returns the tasks it created.
     pub request_id: String,
-    /// The racks, by ID or name (one task each).
+    /// Whole racks, by ID or name (one task each).
+    #[serde(default)]
     pub racks: Vec<RackRef>,
+    /// Whole racks carrying every one of these labels.
+    #[serde(default, skip_serializing_if = "crate::labels::Labels::is_empty")]
+    pub labels: crate::labels::Labels,
+    /// Individual components: an ID, `<rack>/<name>`, or a name that only
+    /// one rack has (one task per rack they are in).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub components: Vec<String>,
     /// Only these component types (empty: all).
     #[serde(default)]
     pub component_types: Vec<ComponentType>,
     /// The operation.
     pub operation: OperationCode,
+    /// Use the operation's forced variant (`power_off` → `force_power_off`,
+    /// `restart` → `force_restart`; power operations only).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub forced: bool,
+    /// What the task is for, shown with it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
     /// An explicit rule (no fallback when missing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_id: Option<RuleId>,
@@ -420,10 +455,19 @@ pub const MAX_REQUEST_ID_LEN: usize = 128;
 /// Racks in one submission at most (one task each, created one by one).
 pub const MAX_RACKS_PER_SUBMIT: usize = 1000;
 
+/// Components named in one submission at most.
+pub const MAX_COMPONENTS_PER_SUBMIT: usize = 10_000;
+
+/// The longest task description.
+pub const MAX_DESCRIPTION_LEN: usize = 1024;
+
 impl TaskSubmit {
     /// What decoding cannot check: a non-empty request ID of at most
-    /// [`MAX_REQUEST_ID_LEN`] characters, and 1..=[`MAX_RACKS_PER_SUBMIT`]
-    /// racks.
+    /// [`MAX_REQUEST_ID_LEN`] characters; at least one rack, label or
+    /// component, at most [`MAX_RACKS_PER_SUBMIT`] racks and
+    /// [`MAX_COMPONENTS_PER_SUBMIT`] components; valid labels; a
+    /// description of at most [`MAX_DESCRIPTION_LEN`] characters; `forced`
+    /// only where the operation has a forced variant.
     pub fn check(&self) -> Result<(), ApiError> {
         let bad = |m: String| Err(ApiError::new(ErrorCode::BadRequest, m));
         if self.request_id.trim().is_empty() {
@@ -437,8 +481,8 @@ impl TaskSubmit {
         if self.request_id.chars().any(char::is_control) {
             return bad("request_id: must not contain control characters".to_owned());
         }
-        if self.racks.is_empty() {
-            return bad("racks: name at least one rack".to_owned());
+        if self.racks.is_empty() && self.labels.is_empty() && self.components.is_empty() {
+            return bad("racks: name at least one rack, label or component".to_owned());
         }
         if self.racks.len() > MAX_RACKS_PER_SUBMIT {
             return bad(format!(
@@ -446,7 +490,66 @@ impl TaskSubmit {
                 self.racks.len()
             ));
         }
+        if self.components.len() > MAX_COMPONENTS_PER_SUBMIT {
+            return bad(format!(
+                "components: at most {MAX_COMPONENTS_PER_SUBMIT} per request, got {}",
+                self.components.len()
+            ));
+        }
+        if let Some(problem) = crate::labels::problems("labels", &self.labels)
+            .into_iter()
+            .next()
+        {
+            return bad(problem);
+        }
+        if self.description.chars().count() > MAX_DESCRIPTION_LEN {
+            return bad(format!(
+                "description: must be at most {MAX_DESCRIPTION_LEN} characters"
+            ));
+        }
+        self.operation_to_run()?;
         Ok(())
+    }
+
+    /// The operation the task runs: [`TaskSubmit::operation`], or its forced
+    /// variant when [`TaskSubmit::forced`] is set.
+    pub fn operation_to_run(&self) -> Result<OperationCode, ApiError> {
+        use flow_rules::PowerOperation as P;
+        if !self.forced {
+            return Ok(self.operation);
+        }
+        match self.operation {
+            OperationCode::Power(P::PowerOff | P::ForcePowerOff) => {
+                Ok(OperationCode::Power(P::ForcePowerOff))
+            }
+            OperationCode::Power(P::Restart | P::ForceRestart) => {
+                Ok(OperationCode::Power(P::ForceRestart))
+            }
+            other => Err(ApiError::new(
+                ErrorCode::BadRequest,
+                format!(
+                    "forced: only power_off and restart have a forced variant (force_power_off, force_restart), not {other}"
+                ),
+            )),
+        }
+    }
+
+    /// A submission of `operation` on whole `racks`, with every option at
+    /// its default.
+    pub fn new(request_id: String, operation: OperationCode, racks: Vec<RackRef>) -> TaskSubmit {
+        TaskSubmit {
+            request_id,
+            racks,
+            labels: crate::labels::Labels::new(),
+            components: Vec::new(),
+            component_types: Vec::new(),
+            operation,
+            forced: false,
+            description: String::new(),
+            rule_id: None,
+            firmware: std::collections::BTreeMap::new(),
+            conflict: ConflictStrategy::default(),
+        }
     }
 }
 
@@ -884,6 +987,9 @@ pub struct RackRecord {
     pub serial: String,
     /// Location.
     pub location: String,
+    /// Labels.
+    #[serde(default)]
+    pub labels: crate::labels::Labels,
     /// Components, by type then slot then name.
     pub components: Vec<ComponentRecord>,
     /// Rules bound to it.
@@ -905,6 +1011,9 @@ pub struct RackSummary {
     pub model: String,
     /// Location.
     pub location: String,
+    /// Labels.
+    #[serde(default)]
+    pub labels: crate::labels::Labels,
     /// How many components of each type.
     pub components: Vec<(ComponentType, u32)>,
     /// Created.
@@ -928,6 +1037,62 @@ pub struct RackDeleteReply {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_submission_needs_a_target_and_checks_its_options() {
+        let submit = |body: serde_json::Value| {
+            crate::decode::request::<TaskSubmit>(body.to_string().as_bytes())
+                .unwrap()
+                .check()
+                .map_err(|e| e.message)
+        };
+        assert_eq!(
+            submit(serde_json::json!({"request_id": "r", "operation": "power_on"})),
+            Err("racks: name at least one rack, label or component".to_owned())
+        );
+        for target in [
+            serde_json::json!({"racks": ["r1"]}),
+            serde_json::json!({"labels": {"row": "B"}}),
+            serde_json::json!({"components": ["r1/compute-01"]}),
+        ] {
+            let mut body = serde_json::json!({"request_id": "r", "operation": "power_off"});
+            body.as_object_mut()
+                .unwrap()
+                .extend(target.as_object().unwrap().clone());
+            assert_eq!(submit(body), Ok(()));
+        }
+        assert_eq!(
+            submit(
+                serde_json::json!({"request_id": "r", "operation": "power_off", "labels": {"row": ""}})
+            ),
+            Err("labels: label \"row\" needs a value".to_owned())
+        );
+        assert_eq!(
+            submit(
+                serde_json::json!({"request_id": "r", "operation": "power_off", "racks": ["r1"],
+                                      "description": "x".repeat(MAX_DESCRIPTION_LEN + 1)})
+            ),
+            Err(format!(
+                "description: must be at most {MAX_DESCRIPTION_LEN} characters"
+            ))
+        );
+        let forced = |op: &str| {
+            let mut s =
+                TaskSubmit::new("r".into(), op.parse().unwrap(), vec![RackRef("r1".into())]);
+            s.forced = true;
+            s.operation_to_run()
+                .map(|o| o.to_string())
+                .map_err(|e| e.message)
+        };
+        assert_eq!(forced("power_off"), Ok("force_power_off".to_owned()));
+        assert_eq!(forced("restart"), Ok("force_restart".to_owned()));
+        assert_eq!(forced("force_power_off"), Ok("force_power_off".to_owned()));
+        assert!(
+            forced("upgrade")
+                .unwrap_err()
+                .starts_with("forced: only power_off and restart")
+        );
+    }
+
     use super::*;
 
     #[test]
@@ -962,6 +1127,6 @@ mod tests {
             e.message.contains("unknown operation code \"reboot\""),
             "{e}"
         );
-        assert_eq!(decode_request::<RackList>(b""), Ok(RackList {}));
+        assert_eq!(decode_request::<RackList>(b""), Ok(RackList::default()));
     }
 }

@@ -138,9 +138,8 @@ mod tests {
             e.to_string().starts_with("limit: invalid type: string"),
             "{e}"
         );
-        let e =
-            request::<TaskSubmit>(br#"{"request_id": "r", "operation": "power_on"}"#).unwrap_err();
-        assert_eq!(e.to_string(), "missing field `racks`");
+        let e = request::<TaskSubmit>(br#"{"request_id": "r", "racks": ["a"]}"#).unwrap_err();
+        assert_eq!(e.to_string(), "missing field `operation`");
         let e = request::<TaskList>(br#"{"schema": 2, "limit": 1}"#).unwrap_err();
         assert_eq!(
             e.to_string(),

@@ -7,6 +7,7 @@ pub mod api;
 pub mod decode;
 pub mod ids;
 pub mod jobs;
+pub mod labels;
 pub mod rack;
 pub mod status;
 pub mod subjects;

@@ -26,6 +26,10 @@ pub struct RackSpec {
     /// Where it stands, e.g. `dc1/row3/pos7`.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub location: String,
+    /// Free-form labels (`site`, `row`, `pod`, …) that tasks target racks
+    /// by.
+    #[serde(default, skip_serializing_if = "crate::labels::Labels::is_empty")]
+    pub labels: crate::labels::Labels,
     /// Its components.
     #[serde(default)]
     pub components: Vec<ComponentSpec>,
@@ -71,6 +75,7 @@ impl RackSpec {
     pub fn validate(&self) -> Vec<String> {
         let mut problems = Vec::new();
         check_name("name", &self.name, &mut problems);
+        problems.extend(crate::labels::problems("labels", &self.labels));
         let mut seen = HashSet::new();
         for (i, c) in self.components.iter().enumerate() {
             let at = format!("components[{i}]");

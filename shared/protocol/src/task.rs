@@ -134,6 +134,9 @@ pub struct TaskRecord {
     pub rack_id: RackId,
     /// The rack's name.
     pub rack: String,
+    /// What the operator said it is for.
+    #[serde(default)]
+    pub description: String,
     /// The operation's type.
     pub operation_type: OperationType,
     /// The operation.
@@ -182,6 +185,9 @@ pub struct TaskSummary {
     pub current_stage: Option<u32>,
     /// Why it ended.
     pub message: String,
+    /// What the operator said it is for.
+    #[serde(default)]
+    pub description: String,
     /// Submitted.
     #[serde(with = "timestamp")]
     pub created_at: OffsetDateTime,

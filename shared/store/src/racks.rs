@@ -2,8 +2,9 @@
 
 use std::collections::BTreeMap;
 
-use flow_protocol::api::{RackDeleteReply, RackListReply, RackRecord, RackSummary};
+use flow_protocol::api::{RackDeleteReply, RackLabel, RackListReply, RackRecord, RackSummary};
 use flow_protocol::ids::RackRef;
+use flow_protocol::labels::{self, Labels};
 use flow_protocol::rack::RackSpec;
 use flow_protocol::{ComponentId, RackId};
 use flow_rules::ComponentType;
@@ -57,8 +58,8 @@ impl Store {
         let mut tx = self.pool().begin().await?;
         let id = RackId::new();
         let inserted = sqlx::query(
-            "INSERT INTO racks (id, name, manufacturer, model, serial, location) \
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO racks (id, name, manufacturer, model, serial, location, labels) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         )
         .bind(id.as_uuid())
         .bind(&spec.name)
@@ -66,6 +67,7 @@ impl Store {
         .bind(&spec.model)
         .bind(&spec.serial)
         .bind(&spec.location)
+        .bind(sqlx::types::Json(&spec.labels))
         .execute(&mut *tx)
         .await;
         if let Err(e) = inserted {
@@ -112,12 +114,14 @@ impl Store {
         rack_record(&mut conn, id).await
     }
 
-    /// Every rack, by name, with its component counts.
-    pub async fn list_racks(&self) -> Result<RackListReply, StoreError> {
+    /// Every rack carrying all of `labels` (every rack when empty), by
+    /// name, with its component counts.
+    pub async fn list_racks(&self, labels: &Labels) -> Result<RackListReply, StoreError> {
         let racks: Vec<RackRow> = sqlx::query_as(
-            "SELECT id, name, manufacturer, model, serial, location, created_at FROM racks \
-             ORDER BY name",
+            "SELECT id, name, manufacturer, model, serial, location, labels, created_at \
+             FROM racks WHERE labels @> $1 ORDER BY name",
         )
+        .bind(sqlx::types::Json(labels))
         .fetch_all(self.pool())
         .await?;
         let counts: Vec<(Uuid, String, i64)> = sqlx::query_as(
@@ -146,12 +150,118 @@ impl Store {
                         name: r.name,
                         model: r.model,
                         location: r.location,
+                        labels: r.labels.0,
                         components,
                         created_at: r.created_at,
                     }
                 })
                 .collect(),
         })
+    }
+
+    /// Sets and removes labels of a rack (one statement: concurrent
+    /// changes of other keys are kept).
+    pub async fn label_rack(&self, request: &RackLabel) -> Result<RackRecord, StoreError> {
+        let mut problems = labels::problems("set", &request.set);
+        problems.extend(
+            request
+                .remove
+                .iter()
+                .filter_map(|k| labels::key_problem(k))
+                .map(|p| format!("remove: {p}")),
+        );
+        if let Some(k) = request.remove.iter().find(|k| request.set.contains_key(*k)) {
+            problems.push(format!("remove: {k:?} is also in set"));
+        }
+        if !problems.is_empty() {
+            return Err(StoreError::Invalid {
+                message: "the labels are invalid".to_owned(),
+                details: problems,
+            });
+        }
+        let mut tx = self.pool().begin().await?;
+        let (id, _) = find_rack(&mut tx, &request.rack).await?;
+        let count: i32 = sqlx::query_scalar(
+            "UPDATE racks SET labels = (labels - $2::text[]) || $3, updated_at = now() \
+             WHERE id = $1 RETURNING (SELECT count(*)::int FROM jsonb_object_keys(labels))",
+        )
+        .bind(id.as_uuid())
+        .bind(&request.remove)
+        .bind(sqlx::types::Json(&request.set))
+        .fetch_one(&mut *tx)
+        .await?;
+        if usize::try_from(count).unwrap_or(usize::MAX) > labels::MAX_LABELS {
+            return Err(StoreError::Invalid {
+                message: "too many labels".to_owned(),
+                details: vec![format!(
+                    "set: the rack would carry {count} labels, at most {}",
+                    labels::MAX_LABELS
+                )],
+            });
+        }
+        let record = rack_record(&mut tx, id).await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    /// Finds the components `refs` name — each an ID, `<rack>/<name>`, or a
+    /// name only one rack has — as (rack name, component name), in the
+    /// order given; every reference that finds none or several is named in
+    /// the error.
+    pub async fn find_components(
+        &self,
+        refs: &[String],
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        let mut found = Vec::with_capacity(refs.len());
+        let mut problems = Vec::new();
+        for (i, reference) in refs.iter().enumerate() {
+            let matches: Vec<(String, String)> = if let Ok(id) = reference.parse::<Uuid>() {
+                sqlx::query_as(
+                    "SELECT r.name, c.name FROM components c JOIN racks r ON r.id = c.rack_id \
+                     WHERE c.id = $1",
+                )
+                .bind(id)
+                .fetch_all(&mut *conn)
+                .await?
+            } else if let Some((rack, name)) = reference.split_once('/') {
+                sqlx::query_as(
+                    "SELECT r.name, c.name FROM components c JOIN racks r ON r.id = c.rack_id \
+                     WHERE (r.name = $1 OR r.id::text = $1) AND c.name = $2",
+                )
+                .bind(rack)
+                .bind(name)
+                .fetch_all(&mut *conn)
+                .await?
+            } else {
+                sqlx::query_as(
+                    "SELECT r.name, c.name FROM components c JOIN racks r ON r.id = c.rack_id \
+                     WHERE c.name = $1 ORDER BY r.name LIMIT 6",
+                )
+                .bind(reference)
+                .fetch_all(&mut *conn)
+                .await?
+            };
+            match matches.len() {
+                0 => problems.push(format!("components[{i}]: no component {reference:?} (by ID, <rack>/<name> or name)")),
+                1 => found.extend(matches),
+                _ => problems.push(format!(
+                    "components[{i}]: {reference:?} is in several racks ({}); name it as <rack>/{reference} or by ID",
+                    matches.iter().map(|(r, _)| r.as_str()).take(5).collect::<Vec<_>>().join(", ")
+                )),
+            }
+        }
+        if problems.is_empty() {
+            Ok(found)
+        } else {
+            Err(StoreError::Invalid {
+                message: format!(
+                    "{} component reference(s) found no single component",
+                    problems.len()
+                ),
+                details: problems,
+            })
+        }
     }
 
     /// Deletes a rack, its components and its rule bindings. A missing rack
@@ -174,8 +284,8 @@ impl Store {
 
 async fn rack_record(conn: &mut PgConnection, id: RackId) -> Result<RackRecord, StoreError> {
     let rack: RackRow = sqlx::query_as(
-        "SELECT id, name, manufacturer, model, serial, location, created_at FROM racks \
-         WHERE id = $1",
+        "SELECT id, name, manufacturer, model, serial, location, labels, created_at \
+         FROM racks WHERE id = $1",
     )
     .bind(id.as_uuid())
     .fetch_one(&mut *conn)
@@ -196,6 +306,7 @@ async fn rack_record(conn: &mut PgConnection, id: RackId) -> Result<RackRecord, 
         model: rack.model,
         serial: rack.serial,
         location: rack.location,
+        labels: rack.labels.0,
         components: rows
             .into_iter()
             .map(ComponentRow::into_domain)

@@ -146,6 +146,7 @@ pub(crate) struct RackRow {
     pub model: String,
     pub serial: String,
     pub location: String,
+    pub labels: sqlx::types::Json<flow_protocol::labels::Labels>,
     pub created_at: OffsetDateTime,
 }
 

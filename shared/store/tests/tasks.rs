@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flow_engine::lifecycle::queue::OpenTask;
 use flow_engine::lifecycle::{Admission, Effect, Event, TaskPlan, TaskState, apply};
 use flow_engine::plan;
 use flow_protocol::api::{ResolveReply, RuleSource};
@@ -76,6 +75,7 @@ impl Env {
         NewTask {
             request_id: request_id.to_owned(),
             rack_name: "rack-01".to_owned(),
+            description: format!("test task {request_id}"),
             rule: ResolveReply {
                 source: RuleSource::Builtin,
                 reason: "test".into(),
@@ -236,27 +236,30 @@ async fn a_racks_open_tasks_and_its_queue_read_in_fifo_order() {
         .await;
     let mut tx = env.store.begin_tasks().await.unwrap();
     tx.lock_rack(env.rack).await.unwrap();
-    let occupancy = tx.occupancy(env.rack).await.unwrap();
+    let tasks = tx.rack_tasks(env.rack).await.unwrap();
     assert_eq!(
-        occupancy.oldest_open,
-        Some(OpenTask {
-            id: first.id,
-            status: TaskStatus::Running,
-            operation: "power_on".parse().unwrap()
-        })
+        tasks
+            .open
+            .iter()
+            .map(|t| (t.id, t.status))
+            .collect::<Vec<_>>(),
+        [
+            (first.id, TaskStatus::Running),
+            (w1.id, TaskStatus::Waiting),
+            (w2.id, TaskStatus::Waiting)
+        ]
     );
-    assert_eq!(occupancy.waiting, 2);
-    let queue = tx.rack_queue(env.rack).await.unwrap();
-    assert!(queue.held);
-    assert_eq!(
-        queue.waiting.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
-        [w1.id, w2.id]
-    );
-    assert_eq!(queue.waiting[0].1, Some(1));
+    assert_eq!(tasks.waiting_count(), 2);
+    // Each with what it occupies: its operation and components.
+    assert_eq!(tasks.open[0].footprint, first.plan.footprint());
+    assert!(tasks.open[0].footprint.operation.is_some());
+    assert!(!tasks.open[0].footprint.components.is_empty());
+    assert_eq!(tasks.open[0].expires_ms, None);
+    assert_eq!(tasks.open[1].expires_ms, Some(1));
     // An expiry past what a timestamp holds is kept as the latest one (as
     // good as never), not wrapped round to 1970.
     assert_eq!(
-        queue.waiting[1].1,
+        tasks.open[2].expires_ms,
         Some(flow_protocol::task::timestamp::LATEST_MS)
     );
     assert_eq!(tx.find_request("b", env.rack).await.unwrap(), Some(w1.id));

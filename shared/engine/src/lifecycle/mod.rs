@@ -15,6 +15,7 @@
 //! one task").
 
 mod apply;
+pub mod conflict;
 mod event;
 pub mod queue;
 mod state;

@@ -1,51 +1,82 @@
 //! The decisions about a rack's tasks together: whether a new task may
-//! start, wait or must be refused, and which waiting task starts (or
-//! expires) when the rack is free. The store loads the rack's tasks under
-//! its lock; these functions decide; the tasks' own transitions follow.
+//! start, wait or must be refused, and which waiting tasks start (or
+//! expire) when a task lets go. The store loads the rack's tasks under its
+//! lock; these functions decide, with the conflict table
+//! ([`super::conflict`]); the tasks' own transitions follow.
+//!
+//! Tasks that do not conflict run side by side. A task never starts ahead
+//! of an older waiting task it conflicts with: a new one queues behind it,
+//! and promotion walks the waiting tasks oldest first, starting each that
+//! conflicts with nothing running and nothing older still waiting.
 
 use std::time::Duration;
 
 use flow_protocol::{TaskId, TaskStatus};
-use flow_rules::OperationCode;
 
+use super::conflict::{Conflict, Footprint, conflict};
 use super::event::Admission;
 
 /// The most tasks that may wait for one rack.
 pub const MAX_WAITING_PER_RACK: usize = 5;
 
-/// A rack's open tasks, as a submission sees them.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RackOccupancy {
-    /// The oldest open task (waiting, pending or running), if any.
-    pub oldest_open: Option<OpenTask>,
-    /// How many tasks wait.
-    pub waiting: usize,
-}
-
-/// An open task of a rack.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// An open task of a rack (waiting, pending or running).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OpenTask {
     /// The task.
     pub id: TaskId,
     /// Its status.
     pub status: TaskStatus,
-    /// Its operation.
-    pub operation: OperationCode,
+    /// What it occupies.
+    pub footprint: Footprint,
+    /// When it gives up waiting (epoch ms), for a waiting task.
+    pub expires_ms: Option<u64>,
+}
+
+impl OpenTask {
+    fn operation_text(&self) -> String {
+        self.footprint
+            .operation
+            .map_or_else(|| "unknown operation".to_owned(), |o| o.to_string())
+    }
+}
+
+/// A rack's open tasks, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct RackTasks {
+    /// Every open task, oldest first.
+    pub open: Vec<OpenTask>,
+}
+
+impl RackTasks {
+    /// How many tasks wait.
+    pub fn waiting_count(&self) -> usize {
+        self.waiting().count()
+    }
+
+    fn waiting(&self) -> impl Iterator<Item = &OpenTask> {
+        self.open.iter().filter(|t| t.status == TaskStatus::Waiting)
+    }
+
+    fn holding(&self) -> impl Iterator<Item = &OpenTask> {
+        self.open.iter().filter(|t| t.status.holds_rack())
+    }
 }
 
 /// Why a submission for a rack was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
-    /// The rack has an open task and the request did not ask to queue.
+    /// A conflicting task is open and the request did not ask to queue.
     #[error(
-        "rack {rack} already has task {} ({}, {}); wait for it, cancel it, or submit with the queue strategy",
-        open.id, open.operation, open.status
+        "rack {rack} already has a conflicting task {} ({}, {}): {conflict}; wait for it, cancel it, or submit with the queue strategy",
+        open.id, open.operation_text(), open.status
     )]
     Busy {
         /// The rack's name.
         rack: String,
-        /// Its oldest open task.
-        open: OpenTask,
+        /// The oldest conflicting task.
+        open: Box<OpenTask>,
+        /// Why they conflict.
+        conflict: Conflict,
     },
     /// As many tasks wait as may.
     #[error("rack {rack} already has {waiting} queued tasks (at most {MAX_WAITING_PER_RACK})")]
@@ -57,27 +88,35 @@ pub enum Refusal {
     },
 }
 
-/// Whether a new task for `rack` starts now, waits (when `queue_timeout`
-/// is given), or is refused.
+/// Whether a new task (`footprint`) for `rack` starts now, waits (when
+/// `queue_timeout` is given), or is refused: it starts when it conflicts
+/// with no open task, running or waiting.
 pub fn admit(
     rack: &str,
-    occupancy: &RackOccupancy,
+    footprint: &Footprint,
+    tasks: &RackTasks,
     queue_timeout: Option<Duration>,
     now_ms: u64,
 ) -> Result<Admission, Refusal> {
-    let Some(open) = occupancy.oldest_open else {
+    let Some((open, why)) = tasks
+        .open
+        .iter()
+        .find_map(|t| conflict(footprint, &t.footprint).map(|c| (t, c)))
+    else {
         return Ok(Admission::Start);
     };
     let Some(timeout) = queue_timeout else {
         return Err(Refusal::Busy {
             rack: rack.to_owned(),
-            open,
+            open: Box::new(open.clone()),
+            conflict: why,
         });
     };
-    if occupancy.waiting >= MAX_WAITING_PER_RACK {
+    let waiting = tasks.waiting_count();
+    if waiting >= MAX_WAITING_PER_RACK {
         return Err(Refusal::QueueFull {
             rack: rack.to_owned(),
-            waiting: occupancy.waiting,
+            waiting,
         });
     }
     Ok(Admission::Queue {
@@ -85,86 +124,100 @@ pub fn admit(
     })
 }
 
-/// A rack's tasks as promotion sees them.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct RackQueue {
-    /// A task holds the rack (pending or running).
-    pub held: bool,
-    /// Its waiting tasks, oldest first, with when each gives up (epoch ms).
-    pub waiting: Vec<(TaskId, Option<u64>)>,
-}
-
 /// What to do with a rack's queue.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct QueueDecision {
     /// Waiting tasks whose time ran out.
     pub expire: Vec<TaskId>,
-    /// The task that starts: the oldest one still waiting, if the rack is
-    /// free.
-    pub promote: Option<TaskId>,
+    /// The tasks that start, oldest first.
+    pub promote: Vec<TaskId>,
 }
 
-/// Expires the waiting tasks past their time, and promotes the oldest one
-/// left if nothing holds the rack (FIFO).
-pub fn next_in_line(queue: &RackQueue, now_ms: u64) -> QueueDecision {
-    let expired = |expires: &Option<u64>| expires.is_some_and(|at| now_ms >= at);
-    QueueDecision {
-        expire: queue
-            .waiting
+/// Expires the waiting tasks past their time, and starts, oldest first,
+/// each one left that conflicts with no task holding the rack (those
+/// started in this pass included) and no older task still waiting.
+pub fn next_in_line(tasks: &RackTasks, now_ms: u64) -> QueueDecision {
+    let expired = |t: &OpenTask| t.expires_ms.is_some_and(|at| now_ms >= at);
+    let mut decision = QueueDecision::default();
+    let mut blocking: Vec<&Footprint> = tasks.holding().map(|t| &t.footprint).collect();
+    for task in tasks.waiting() {
+        if expired(task) {
+            decision.expire.push(task.id);
+            continue;
+        }
+        if blocking
             .iter()
-            .filter(|(_, at)| expired(at))
-            .map(|(id, _)| *id)
-            .collect(),
-        promote: if queue.held {
-            None
-        } else {
-            queue
-                .waiting
-                .iter()
-                .find(|(_, at)| !expired(at))
-                .map(|(id, _)| *id)
-        },
+            .all(|b| conflict(&task.footprint, b).is_none())
+        {
+            decision.promote.push(task.id);
+        }
+        // Started or still waiting, it is in the way of the younger ones
+        // it conflicts with.
+        blocking.push(&task.footprint);
     }
+    decision
 }
 
 #[cfg(test)]
 mod tests {
+    use flow_rules::ComponentType::{Compute, NVSwitch, PowerShelf};
+
     use super::*;
 
-    fn open() -> OpenTask {
+    fn open(
+        status: TaskStatus,
+        op: &str,
+        components: &[(flow_rules::ComponentType, &str)],
+    ) -> OpenTask {
         OpenTask {
             id: TaskId::new(),
-            status: TaskStatus::Running,
-            operation: "power_on".parse().unwrap(),
+            status,
+            footprint: Footprint::new(op.parse().unwrap(), components.iter().copied()),
+            expires_ms: None,
         }
+    }
+
+    fn whole_rack(op: &str) -> Footprint {
+        Footprint::new(
+            op.parse().unwrap(),
+            [
+                (PowerShelf, "p1"),
+                (NVSwitch, "s1"),
+                (Compute, "c1"),
+                (Compute, "c2"),
+            ],
+        )
     }
 
     #[test]
     fn a_free_rack_starts_a_busy_one_refuses_or_queues_up_to_five() {
-        let free = RackOccupancy::default();
-        assert_eq!(admit("r", &free, None, 0), Ok(Admission::Start));
-        let busy = RackOccupancy {
-            oldest_open: Some(open()),
-            waiting: 0,
+        let task = whole_rack("power_on");
+        assert_eq!(
+            admit("r", &task, &RackTasks::default(), None, 0),
+            Ok(Admission::Start)
+        );
+        let busy = RackTasks {
+            open: vec![open(TaskStatus::Running, "power_off", &[(Compute, "c1")])],
         };
-        let e = admit("r", &busy, None, 0).unwrap_err();
+        let e = admit("r", &task, &busy, None, 0).unwrap_err();
         assert!(
-            e.to_string().starts_with("rack r already has task ")
+            e.to_string().starts_with("rack r already has a conflicting task ")
                 && e.to_string().ends_with(
-                    "(power_on, running); wait for it, cancel it, or submit with the queue strategy"
+                    "(power_off, running): power_control on PowerShelf conflicts with any power_control rack-wide; wait for it, cancel it, or submit with the queue strategy"
                 ),
             "{e}"
         );
         assert_eq!(
-            admit("r", &busy, Some(Duration::from_secs(60)), 1_000),
+            admit("r", &task, &busy, Some(Duration::from_secs(60)), 1_000),
             Ok(Admission::Queue { expires_ms: 61_000 })
         );
-        let full = RackOccupancy {
-            waiting: MAX_WAITING_PER_RACK,
-            ..busy
-        };
+        let mut full = busy.clone();
+        for _ in 0..MAX_WAITING_PER_RACK {
+            full.open
+                .push(open(TaskStatus::Waiting, "power_on", &[(Compute, "c1")]));
+        }
         assert_eq!(
-            admit("r", &full, Some(Duration::from_secs(60)), 0)
+            admit("r", &task, &full, Some(Duration::from_secs(60)), 0)
                 .unwrap_err()
                 .to_string(),
             "rack r already has 5 queued tasks (at most 5)"
@@ -172,29 +225,97 @@ mod tests {
     }
 
     #[test]
-    fn the_oldest_live_waiting_task_starts_when_the_rack_is_free() {
-        let (a, b, c) = (TaskId::new(), TaskId::new(), TaskId::new());
-        let queue = RackQueue {
-            held: false,
-            waiting: vec![(a, Some(100)), (b, Some(300)), (c, None)],
+    fn tasks_on_other_components_start_beside_a_running_one() {
+        let running = RackTasks {
+            open: vec![open(TaskStatus::Running, "power_on", &[(Compute, "c1")])],
+        };
+        let other_tray = Footprint::new("power_off".parse().unwrap(), [(Compute, "c2")]);
+        let switches = Footprint::new("upgrade".parse().unwrap(), [(NVSwitch, "s1")]);
+        let same_tray = Footprint::new("upgrade".parse().unwrap(), [(Compute, "c1")]);
+        assert_eq!(
+            admit("r", &other_tray, &running, None, 0),
+            Ok(Admission::Start)
+        );
+        assert_eq!(
+            admit("r", &switches, &running, None, 0),
+            Ok(Admission::Start)
+        );
+        assert!(matches!(
+            admit("r", &same_tray, &running, None, 0),
+            Err(Refusal::Busy { .. })
+        ));
+    }
+
+    #[test]
+    fn a_new_task_does_not_pass_an_older_waiting_task_it_conflicts_with() {
+        // c1 runs; a rack-wide task waits for it; a task on c2 alone
+        // conflicts with the waiting one (shelves hold the rack).
+        let tasks = RackTasks {
+            open: vec![
+                open(TaskStatus::Running, "power_on", &[(Compute, "c1")]),
+                OpenTask {
+                    status: TaskStatus::Waiting,
+                    expires_ms: Some(10_000),
+                    ..open(
+                        TaskStatus::Waiting,
+                        "power_off",
+                        &[(PowerShelf, "p1"), (Compute, "c1"), (Compute, "c2")],
+                    )
+                },
+            ],
+        };
+        let c2 = Footprint::new("power_off".parse().unwrap(), [(Compute, "c2")]);
+        let refused = admit("r", &c2, &tasks, None, 0).unwrap_err();
+        let Refusal::Busy { open, .. } = &refused else {
+            panic!("{refused}")
+        };
+        assert_eq!(open.id, tasks.open[1].id, "names the waiting task");
+        assert!(matches!(
+            admit("r", &c2, &tasks, Some(Duration::from_secs(1)), 0),
+            Ok(Admission::Queue { .. })
+        ));
+    }
+
+    #[test]
+    fn promotion_starts_every_waiting_task_that_conflicts_with_nothing_before_it() {
+        let running = open(TaskStatus::Running, "power_on", &[(Compute, "c1")]);
+        let mut expired = open(TaskStatus::Waiting, "power_on", &[(Compute, "c9")]);
+        expired.expires_ms = Some(100);
+        let blocked = open(TaskStatus::Waiting, "power_off", &[(Compute, "c1")]);
+        let behind_blocked = open(
+            TaskStatus::Waiting,
+            "upgrade",
+            &[(Compute, "c1"), (Compute, "c3")],
+        );
+        let free = open(TaskStatus::Waiting, "power_off", &[(Compute, "c2")]);
+        let free_switch = open(TaskStatus::Waiting, "power_off", &[(NVSwitch, "s1")]);
+        let conflicts_with_free = open(TaskStatus::Waiting, "upgrade", &[(Compute, "c2")]);
+        let tasks = RackTasks {
+            open: vec![
+                running.clone(),
+                expired.clone(),
+                blocked.clone(),
+                behind_blocked,
+                free.clone(),
+                free_switch.clone(),
+                conflicts_with_free,
+            ],
         };
         assert_eq!(
-            next_in_line(&queue, 200),
+            next_in_line(&tasks, 200),
             QueueDecision {
-                expire: vec![a],
-                promote: Some(b)
+                expire: vec![expired.id],
+                promote: vec![free.id, free_switch.id],
             }
         );
-        let held = RackQueue {
-            held: true,
-            ..queue
+        // The rack free: the oldest starts, and what does not conflict with
+        // it or with anything older still waiting.
+        let tasks = RackTasks {
+            open: vec![blocked.clone(), free.clone(), free_switch.clone()],
         };
         assert_eq!(
-            next_in_line(&held, 50),
-            QueueDecision {
-                expire: vec![],
-                promote: None
-            }
+            next_in_line(&tasks, 0).promote,
+            vec![blocked.id, free.id, free_switch.id]
         );
     }
 }

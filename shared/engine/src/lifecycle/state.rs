@@ -27,6 +27,17 @@ pub struct TaskPlan {
 }
 
 impl TaskPlan {
+    /// What the task occupies in its rack, for the conflict table.
+    pub fn footprint(&self) -> super::conflict::Footprint {
+        super::conflict::Footprint::new(
+            self.operation,
+            self.components
+                .values()
+                .flatten()
+                .map(|c| (c.component_type, c.name.as_str())),
+        )
+    }
+
     /// The job of the step at `step_index` (`None` when the snapshot has no
     /// such step).
     pub fn job(&self, step_index: u32) -> Option<StepJob> {

@@ -9,7 +9,7 @@ mod outbox;
 mod read;
 mod rows;
 
-use flow_engine::lifecycle::queue::{OpenTask, RackOccupancy, RackQueue};
+use flow_engine::lifecycle::queue::{OpenTask, RackTasks};
 use flow_engine::lifecycle::{Effect, TaskState};
 use flow_protocol::api::ResolveReply;
 use flow_protocol::{RackId, StepStatus, TaskId, TaskStatus};
@@ -29,6 +29,8 @@ pub struct NewTask {
     pub request_id: String,
     /// The rack's name.
     pub rack_name: String,
+    /// What the operator said it is for.
+    pub description: String,
     /// How the rule was resolved (its definition is the snapshot).
     pub rule: ResolveReply,
 }
@@ -95,58 +97,36 @@ impl TaskTx {
         Ok(id.map(TaskId))
     }
 
-    /// The rack's oldest open task and how many wait (for admission).
-    pub async fn occupancy(&mut self, rack: RackId) -> Result<RackOccupancy, StoreError> {
-        let open: Vec<(Uuid, String, String)> = sqlx::query_as(
-            "SELECT id, status, operation_code FROM tasks WHERE rack_id = $1 \
-             AND status = ANY($2) ORDER BY created_at, id",
+    /// The rack's open tasks oldest first, each with what it occupies (for
+    /// admission and promotion). A task whose operation or components
+    /// cannot be read has an unknown footprint, which the lifecycle treats
+    /// as conflicting with everything.
+    pub async fn rack_tasks(&mut self, rack: RackId) -> Result<RackTasks, StoreError> {
+        type Row = (
+            Uuid,
+            String,
+            String,
+            serde_json::Value,
+            Option<time::OffsetDateTime>,
+        );
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT id, status, operation_code, components, queue_expires_at FROM tasks \
+             WHERE rack_id = $1 AND status = ANY($2) ORDER BY created_at, id",
         )
         .bind(rack.as_uuid())
         .bind(open_statuses())
         .fetch_all(&mut *self.tx)
         .await?;
-        let mut occupancy = RackOccupancy::default();
-        for (id, status, operation) in open {
-            let status = task_status(&status, id)?;
-            if status == TaskStatus::Waiting {
-                occupancy.waiting += 1;
-            }
-            if occupancy.oldest_open.is_none() {
-                occupancy.oldest_open = Some(OpenTask {
-                    id: TaskId(id),
-                    status,
-                    operation: operation
-                        .parse()
-                        .map_err(|e: flow_rules::InvalidOperation| StoreError::Corrupt {
-                            what: format!("task {id}"),
-                            reason: e.to_string(),
-                        })?,
-                });
-            }
+        let mut tasks = RackTasks::default();
+        for (id, status, operation, components, expires) in rows {
+            tasks.open.push(OpenTask {
+                id: TaskId(id),
+                status: task_status(&status, id)?,
+                footprint: rows::footprint(id, &operation, components),
+                expires_ms: expires.map(rows::ms),
+            });
         }
-        Ok(occupancy)
-    }
-
-    /// Whether a task holds the rack, and its waiting tasks oldest first
-    /// (for promotion).
-    pub async fn rack_queue(&mut self, rack: RackId) -> Result<RackQueue, StoreError> {
-        let open: Vec<(Uuid, String, Option<time::OffsetDateTime>)> = sqlx::query_as(
-            "SELECT id, status, queue_expires_at FROM tasks WHERE rack_id = $1 \
-             AND status = ANY($2) ORDER BY created_at, id",
-        )
-        .bind(rack.as_uuid())
-        .bind(open_statuses())
-        .fetch_all(&mut *self.tx)
-        .await?;
-        let mut queue = RackQueue::default();
-        for (id, status, expires) in open {
-            match task_status(&status, id)? {
-                TaskStatus::Waiting => queue.waiting.push((TaskId(id), expires.map(rows::ms))),
-                s if s.holds_rack() => queue.held = true,
-                _ => {}
-            }
-        }
-        Ok(queue)
+        Ok(tasks)
     }
 
     /// Stores a new task in the state its submission left it, with its
@@ -161,8 +141,8 @@ impl TaskTx {
             "INSERT INTO tasks (id, request_id, rack_id, rack_name, operation_type, operation_code, \
              status, rule_id, rule_revision, rule_source, rule_name, rule_snapshot, components, \
              firmware, current_stage, message, cancel_requested_at, started_at, finished_at, \
-             queue_expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, \
-             $15, $16, CASE WHEN $17 THEN now() END, $18, $19, $20)",
+             queue_expires_at, description) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+             $12, $13, $14, $15, $16, CASE WHEN $17 THEN now() END, $18, $19, $20, $21)",
         )
         .bind(state.id.as_uuid())
         .bind(&new.request_id)
@@ -184,6 +164,7 @@ impl TaskTx {
         .bind(state.started_ms.map(at))
         .bind(state.finished_ms.map(at))
         .bind(state.queue_expires_ms.map(at))
+        .bind(&new.description)
         .execute(&mut *self.tx)
         .await?;
         for step in &state.steps {

@@ -42,8 +42,8 @@ impl Store {
     /// Recent tasks, newest first.
     pub async fn list_tasks(&self, limit: i64) -> Result<TaskListReply, StoreError> {
         let rows: Vec<SummaryRow> = sqlx::query_as(
-            "SELECT id, rack_name, operation_code, status, current_stage, message, created_at, \
-             finished_at FROM tasks ORDER BY created_at DESC, id LIMIT $1",
+            "SELECT id, rack_name, operation_code, status, current_stage, message, description, \
+             created_at, finished_at FROM tasks ORDER BY created_at DESC, id LIMIT $1",
         )
         .bind(limit)
         .fetch_all(self.pool())

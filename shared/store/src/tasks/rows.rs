@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use flow_engine::lifecycle::conflict::Footprint;
 use flow_engine::lifecycle::{StepState, TaskPlan, TaskState};
 use flow_protocol::api::RuleSource;
 use flow_protocol::jobs::{ComponentResult, ComponentTarget, FirmwareImage};
@@ -25,7 +26,7 @@ macro_rules! task_columns {
         "id, request_id, rack_id, rack_name, operation_type, operation_code, status, rule_id, \
          rule_revision, rule_source, rule_name, rule_snapshot, components, firmware, \
          current_stage, message, cancel_requested_at, created_at, started_at, finished_at, \
-         queue_expires_at"
+         queue_expires_at, description"
     };
 }
 pub(crate) use task_columns;
@@ -62,6 +63,7 @@ pub(crate) struct TaskRow {
     pub started_at: Option<OffsetDateTime>,
     pub finished_at: Option<OffsetDateTime>,
     pub queue_expires_at: Option<OffsetDateTime>,
+    pub description: String,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -113,6 +115,31 @@ fn source(text: &str, task: Uuid) -> Result<RuleSource, StoreError> {
             format!("unknown rule source {text:?}"),
         )
     })
+}
+
+/// What an open task occupies, read from its row; what cannot be read is
+/// logged and left unknown (conflicting with everything).
+pub(crate) fn footprint(task: Uuid, operation: &str, components: serde_json::Value) -> Footprint {
+    let operation = operation
+        .parse::<flow_rules::OperationCode>()
+        .inspect_err(|e| tracing::error!(task_id = %task, error = %e, "unreadable operation of an open task: it blocks its rack"))
+        .ok();
+    let by_type: BTreeMap<ComponentType, Vec<ComponentTarget>> = match serde_json::from_value(
+        components,
+    ) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(task_id = %task, error = %e, "unreadable components of an open task: it blocks its rack");
+            return Footprint::default();
+        }
+    };
+    Footprint {
+        operation,
+        components: by_type
+            .into_iter()
+            .map(|(t, targets)| (t, targets.into_iter().map(|c| c.name).collect()))
+            .collect(),
+    }
 }
 
 pub(crate) fn task_status(text: &str, task: Uuid) -> Result<TaskStatus, StoreError> {
@@ -188,6 +215,7 @@ impl TaskRow {
             status: self.status()?,
             rule_source: source(&self.rule_source, self.id)?,
             request_id: self.request_id,
+            description: self.description,
             rack_id: RackId(self.rack_id),
             rack: self.rack_name,
             operation_type,
@@ -218,6 +246,7 @@ pub(crate) struct SummaryRow {
     pub status: String,
     pub current_stage: Option<i32>,
     pub message: String,
+    pub description: String,
     pub created_at: OffsetDateTime,
     pub finished_at: Option<OffsetDateTime>,
 }
@@ -236,6 +265,7 @@ impl SummaryRow {
             rack: self.rack_name,
             current_stage: self.current_stage.map(unsigned),
             message: self.message,
+            description: self.description,
             created_at: self.created_at,
             finished_at: self.finished_at,
         })
