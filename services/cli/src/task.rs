@@ -398,6 +398,9 @@ fn action_line(a: &flow_protocol::jobs::ActionCalls, step_start: Option<u64>) ->
 fn print_task(task: &TaskRecord, full: bool) {
     outln!("Task:      {}", task.id);
     outln!("Rack:      {}", task.rack);
+    if !task.description.is_empty() {
+        outln!("About:     {}", task.description);
+    }
     outln!("Operation: {}/{}", task.operation_type, task.operation);
     outln!(
         "Rule:      {} ({}{})",

@@ -459,6 +459,11 @@ async fn racks_are_labelled_and_tasks_target_labels_and_components() {
         ])
         .await;
     assert!(first.starts_with("rack-01: task "), "{first}");
+    let first_id = first.trim().trim_start_matches("rack-01: task ").to_owned();
+    // (A task that has not completed shows with exit 1.)
+    let shown = env.flow(&["task", "show", &first_id]).await;
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("\nAbout:     night cycle\n"), "{shown}");
     let beside = env
         .ok(&[
             "power",
