@@ -65,6 +65,14 @@ pub struct TargetArgs {
     /// What the task is for (shown with it).
     #[arg(long)]
     pub description: Option<String>,
+    /// Start even if targeted components are not `ready` (power and
+    /// firmware tasks otherwise wait for them).
+    #[arg(long)]
+    pub override_readiness: bool,
+    /// How long a power or firmware task waits for its components to be
+    /// ready before it fails naming them (Go syntax).
+    #[arg(long, default_value = "30m")]
+    pub readiness_timeout: String,
     /// Only these component types (repeatable; default all).
     #[arg(long = "type")]
     pub types: Vec<String>,
@@ -315,6 +323,23 @@ pub enum RackCommand {
     Delete(RackArg),
     /// Set labels (`key=value`) and remove them (`key-`).
     Label(RackLabelArgs),
+    /// Set components' status: ready, in-use or maintenance (power and
+    /// firmware tasks wait for components that are not ready).
+    ComponentStatus(ComponentStatusArgs),
+}
+
+/// `flow rack component-status`.
+#[derive(Debug, Args)]
+pub struct ComponentStatusArgs {
+    /// ready, in-use or maintenance.
+    pub status: String,
+    /// Components: IDs, `<rack>/<name>`, or names (in --rack, or in the one
+    /// rack that has them).
+    #[arg(required = true)]
+    pub components: Vec<String>,
+    /// The rack bare component names are in.
+    #[arg(long)]
+    pub rack: Option<String>,
 }
 
 /// `flow rack list`.

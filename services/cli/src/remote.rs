@@ -6,11 +6,13 @@ use comfy_table::{Table, presets::UTF8_FULL_CONDENSED};
 use flow_config::Settings;
 use flow_protocol::RuleId;
 use flow_protocol::api::{
-    RackByRef, RackLabel, RackList, RuleAssociate, RuleBatchCreate, RuleById, RuleCreate,
-    RuleDelete, RuleDisassociate, RuleList, RuleRecord, RuleResolve, RuleUpdate, endpoint,
+    ComponentStatusSet, RackByRef, RackLabel, RackList, RuleAssociate, RuleBatchCreate, RuleById,
+    RuleCreate, RuleDelete, RuleDisassociate, RuleList, RuleRecord, RuleResolve, RuleUpdate,
+    endpoint,
 };
 use flow_protocol::ids::RackRef;
 use flow_protocol::labels::Labels;
+use flow_protocol::readiness::{ComponentStatus, UnknownComponentStatus};
 use flow_rules::{OperationCode, RuleBatch, RuleSpec};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -577,6 +579,7 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                     let mut t = table(&[
                         "TYPE",
                         "NAME",
+                        "STATUS",
                         "SLOT",
                         "MODEL",
                         "FIRMWARE",
@@ -587,6 +590,7 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                         t.add_row(vec![
                             c.component_type.to_string(),
                             c.name.clone(),
+                            c.status.to_string(),
                             c.slot.map(|s| s.to_string()).unwrap_or_default(),
                             c.model.clone(),
                             c.firmware_version.clone(),
@@ -617,6 +621,25 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                     print_json(&r);
                 } else {
                     outln!("{}: {}", r.name, labels_text(&r.labels));
+                }
+            }
+            RackCommand::ComponentStatus(args) => {
+                let status: ComponentStatus = args
+                    .status
+                    .parse()
+                    .map_err(|e: UnknownComponentStatus| bad(e.to_string()))?;
+                let reply = client
+                    .call::<endpoint::ComponentStatusSet>(&ComponentStatusSet {
+                        components: crate::task::in_rack(args.rack.as_ref(), &args.components),
+                        status,
+                    })
+                    .await?;
+                if out.json {
+                    print_json(&reply);
+                } else {
+                    for c in &reply.components {
+                        outln!("{}/{}: {}", c.rack, c.component, c.status);
+                    }
                 }
             }
             RackCommand::Delete(RackArg { rack }) => {

@@ -77,6 +77,16 @@ fn request(
         ConflictStrategy::Reject
     };
     let (racks, components) = targets(target)?;
+    let readiness_timeout = flow_rules::duration::parse_go(&target.readiness_timeout)
+        .ok()
+        .and_then(|d| d.non_negative())
+        .filter(|d| d.as_secs() >= 1)
+        .ok_or_else(|| {
+            bad(format!(
+                "--readiness-timeout {:?}: use a Go duration of at least 1s such as 30m",
+                target.readiness_timeout
+            ))
+        })?;
     Ok(TaskSubmit {
         request_id,
         racks,
@@ -89,7 +99,23 @@ fn request(
         rule_id,
         firmware,
         conflict,
+        override_readiness: target.override_readiness,
+        readiness_timeout_seconds: Some(readiness_timeout.as_secs()),
     })
+}
+
+/// Component references with bare names put in `rack` (IDs and
+/// `<rack>/<name>` stay as given).
+pub(crate) fn in_rack(rack: Option<&String>, components: &[String]) -> Vec<String> {
+    components
+        .iter()
+        .map(|c| match rack {
+            Some(rack) if !c.contains('/') && c.parse::<uuid::Uuid>().is_err() => {
+                format!("{rack}/{c}")
+            }
+            _ => c.clone(),
+        })
+        .collect()
 }
 
 /// Whole racks and single components from `--rack` and `--component`: with
@@ -104,17 +130,7 @@ fn targets(target: &TargetArgs) -> Result<(Vec<RackRef>, Vec<String>), ClientErr
     }
     let components = match target.racks.as_slice() {
         [] => target.components.clone(),
-        [rack] => target
-            .components
-            .iter()
-            .map(|c| {
-                if c.contains('/') || c.parse::<uuid::Uuid>().is_ok() {
-                    c.clone()
-                } else {
-                    format!("{rack}/{c}")
-                }
-            })
-            .collect(),
+        [rack] => in_rack(Some(rack), &target.components),
         _ => {
             return Err(bad(
                 "--component with several --rack: name each component as <rack>/<name> and leave --rack out"
@@ -314,6 +330,10 @@ pub async fn task(settings: &Settings, out: Output, command: &TaskCommand) -> Ou
                         }
                         CancelOutcome::CancelledWhileQueued => outln!(
                             "task {id}: cancelled while queued ({}; nothing ran)",
+                            reply.status
+                        ),
+                        CancelOutcome::CancelledBeforeStart => outln!(
+                            "task {id}: cancelled while its readiness gate held it ({}; nothing ran)",
                             reply.status
                         ),
                         CancelOutcome::AlreadyFinished => {

@@ -495,6 +495,30 @@ async fn racks_are_labelled_and_tasks_target_labels_and_components() {
         .collect();
     assert_eq!(descriptions, ["", "night cycle"], "{listed}");
 
+    let text = env
+        .ok(&[
+            "rack",
+            "component-status",
+            "maintenance",
+            "compute-02",
+            "compute-03",
+            "--rack",
+            "rack-01",
+        ])
+        .await;
+    assert_eq!(
+        text,
+        "rack-01/compute-02: maintenance\nrack-01/compute-03: maintenance\n"
+    );
+    let shown = env.ok(&["rack", "get", "rack-01"]).await;
+    assert!(shown.contains("maintenance"), "{shown}");
+    let bad = env
+        .flow(&["rack", "component-status", "broken", "rack-01/compute-02"])
+        .await;
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        stderr(&bad).contains("\"broken\" is not a component status (ready, in-use, maintenance)")
+    );
     let forced = env
         .flow(&["power", "on", "--forced", "--rack", "rack-01"])
         .await;

@@ -250,6 +250,21 @@ pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8])
             })
             .await
         }
+        ep::ComponentStatusSet::NAME => {
+            serve::<ep::ComponentStatusSet, _, _>(body, |r| async move {
+                if r.components.is_empty() {
+                    return Err(ApiError::new(
+                        ErrorCode::BadRequest,
+                        "components: name at least one component".to_owned(),
+                    ));
+                }
+                store
+                    .set_component_status(&r.components, r.status)
+                    .await
+                    .map_err(store_error)
+            })
+            .await
+        }
         ep::RackLabel::NAME => {
             serve::<ep::RackLabel, _, _>(body, |r| async move {
                 store.label_rack(&r).await.map_err(store_error)

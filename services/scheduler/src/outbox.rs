@@ -16,6 +16,10 @@ use crate::service::TaskService;
 /// them (covers a scheduler that died between commit and publish).
 pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 
+/// How often tasks held by their readiness gate look at their components
+/// again (the reference's `DefaultPollInterval`).
+pub const READINESS_POLL: Duration = Duration::from_secs(5);
+
 /// Outbox messages read and published per round.
 const OUTBOX_BATCH: i64 = 100;
 
@@ -74,6 +78,7 @@ impl TaskService {
     /// `stop`.
     pub async fn run_sweeps(self, stop: CancellationToken) {
         let mut tick = tokio::time::interval(SWEEP_INTERVAL);
+        let mut last_readiness_check = tokio::time::Instant::now();
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             // A poke (new outbox rows) publishes at once; the sweeps of
@@ -92,6 +97,17 @@ impl TaskService {
             }
             if let Err(error) = self.sweep_queues().await {
                 tracing::warn!(error = %ErrorChain(&error), "queue sweep failed");
+            }
+            if last_readiness_check.elapsed() >= READINESS_POLL {
+                last_readiness_check = tokio::time::Instant::now();
+                match self.check_readiness().await {
+                    Ok(0) => {}
+                    // Their jobs or ends are on the outbox.
+                    Ok(_) => self.poke(),
+                    Err(error) => {
+                        tracing::warn!(error = %ErrorChain(&error), "readiness sweep failed");
+                    }
+                }
             }
             match self.fail_overdue().await {
                 Ok(failed) => {

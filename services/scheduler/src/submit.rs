@@ -209,6 +209,9 @@ impl TaskService {
             rule: resolution.definition,
             components: planned.components.clone(),
             firmware: request.firmware.clone(),
+            readiness_wait_ms: request
+                .readiness_wait()
+                .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
         });
         let state = TaskState::planned(TaskId::new(), record.id, task_plan, &planned);
         let new = NewTask {

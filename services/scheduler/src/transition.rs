@@ -113,7 +113,16 @@ async fn move_waiting(
         Err(error @ StoreError::Corrupt { .. }) => return Ok(Err(error.into())),
         Err(error) => return Err(error.into()),
     };
-    match apply_and_save(tx, &state, event).await {
+    let moved = async {
+        let t = apply_and_save(tx, &state, event).await?;
+        if t.state.readiness_until_ms.is_none() {
+            return Ok(t);
+        }
+        // Promoted into its readiness gate: checked at once.
+        let not_ready = tx.not_ready(&t.state).await?;
+        apply_and_save(tx, &t.state, &Event::ReadinessChecked(not_ready)).await
+    };
+    match moved.await {
         Ok(t) => Ok(Ok(Some(t.state.status))),
         Err(error @ SchedulerError::Lifecycle { .. }) => Ok(Err(error)),
         Err(error) => Err(error),
@@ -165,12 +174,21 @@ impl TaskService {
                 )));
             }
         };
-        let t = lifecycle::apply(&planned, &Event::Submitted(admission), tx.now_ms()).map_err(
-            |source| SchedulerError::Lifecycle {
-                task: planned.id,
-                source,
-            },
-        )?;
+        let lifecycle_error = |source| SchedulerError::Lifecycle {
+            task: planned.id,
+            source,
+        };
+        let mut t = lifecycle::apply(&planned, &Event::Submitted(admission), tx.now_ms())
+            .map_err(lifecycle_error)?;
+        if t.state.readiness_until_ms.is_some() {
+            // Its gate is checked at once: ready components start now.
+            let not_ready = tx.not_ready(&t.state).await?;
+            let checked =
+                lifecycle::apply(&t.state, &Event::ReadinessChecked(not_ready), tx.now_ms())
+                    .map_err(lifecycle_error)?;
+            t.effects.extend(checked.effects);
+            t.state = checked.state;
+        }
         tx.insert(new, &t.state).await?;
         tx.outbox(&t.effects).await?;
         // A task that ends at once (nothing to do) hands the rack on.
@@ -247,6 +265,7 @@ impl TaskService {
         let outcome = match before.status {
             TaskStatus::Waiting => CancelOutcome::CancelledWhileQueued,
             status if status.is_final() => CancelOutcome::AlreadyFinished,
+            _ if before.readiness_until_ms.is_some() => CancelOutcome::CancelledBeforeStart,
             _ => CancelOutcome::Cancelling,
         };
         Ok(TaskCancelReply {
@@ -254,6 +273,36 @@ impl TaskService {
             outcome,
             status: t.state.status,
         })
+    }
+
+    /// Looks again at the components of every task its readiness gate
+    /// holds: the ready ones start, those past their wait fail naming the
+    /// components that are not ready. Returns how many changed.
+    pub(crate) async fn check_readiness(&self) -> Result<usize, SchedulerError> {
+        let mut changed = 0;
+        for task in self.store.held_by_readiness().await? {
+            let checked = async {
+                let mut tx = self.store.begin_tasks().await?;
+                let Some(state) = tx.lock(task).await? else {
+                    return Ok(false);
+                };
+                let not_ready = tx.not_ready(&state).await?;
+                let t = transition(&mut tx, &state, &Event::ReadinessChecked(not_ready)).await?;
+                let moved = t.changed(&state);
+                if moved {
+                    tx.commit().await?;
+                }
+                Ok::<_, SchedulerError>(moved)
+            };
+            match checked.await {
+                Ok(true) => changed += 1,
+                Ok(false) => {}
+                Err(error) => {
+                    tracing::warn!(task_id = %task, error = %ErrorChain(&error), "readiness check failed");
+                }
+            }
+        }
+        Ok(changed)
     }
 
     /// Expires queued tasks past their time and promotes waiting tasks of

@@ -252,6 +252,12 @@ fn endpoint_cases() -> Vec<Case> {
             Some("rack"),
         ),
         (
+            endpoint::ComponentStatusSet::NAME,
+            json!({"components": ["rack-01/compute-01"], "status": "ready"}),
+            ("status", json!("broken")),
+            Some("components"),
+        ),
+        (
             endpoint::TaskSubmit::NAME,
             json!({"request_id": "r", "racks": ["rack-01"], "operation": "power_on"}),
             ("racks", json!("rack-01")),

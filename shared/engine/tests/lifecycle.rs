@@ -13,6 +13,7 @@ use flow_engine::lifecycle::{
 use flow_engine::plan;
 use flow_hardware::ComponentTarget;
 use flow_protocol::jobs::{ComponentResult, JobId, ResultMessage, StepOutcome};
+use flow_protocol::readiness::{ComponentStatus, NotReady};
 use flow_protocol::task::TaskEventKind;
 use flow_protocol::{ComponentOutcome, RackId, StepStatus, TaskId, TaskStatus};
 use flow_rules::{ComponentType, OperationCode, RuleDefinition};
@@ -66,8 +67,25 @@ fn planned_with(rule: RuleDefinition) -> TaskState {
         rule,
         components: plan.components.clone(),
         firmware: BTreeMap::new(),
+        readiness_wait_ms: None,
     });
     TaskState::planned(TaskId::new(), RackId::new(), task_plan, &plan)
+}
+
+/// A planned task whose readiness gate waits at most 60 s.
+fn planned_gated() -> TaskState {
+    let mut s = planned();
+    let mut plan = (*s.plan).clone();
+    plan.readiness_wait_ms = Some(60_000);
+    s.plan = Arc::new(plan);
+    s
+}
+
+fn not_ready(name: &str) -> NotReady {
+    NotReady {
+        component: name.to_owned(),
+        status: ComponentStatus::Maintenance,
+    }
 }
 
 fn ok(state: &TaskState, event: Event, now: u64) -> Transition {
@@ -452,6 +470,77 @@ fn a_waiting_task_starts_when_promoted_expires_in_time_and_cancels_at_once() {
 }
 
 #[test]
+fn a_readiness_gate_holds_the_task_until_its_components_are_ready_or_its_wait_ends() {
+    // Gated: running (it holds its components) but nothing queued.
+    let t = ok(&planned_gated(), Event::Submitted(Admission::Start), T0);
+    assert_eq!(t.state.status, TaskStatus::Running);
+    assert_eq!(t.state.readiness_until_ms, Some(T0 + 60_000));
+    assert_eq!(t.state.started_ms, None);
+    assert!(t.effects.is_empty(), "{:?}", t.effects);
+    let held = t.state;
+    // Not ready yet: it says what it waits for, once.
+    let t = ok(
+        &held,
+        Event::ReadinessChecked(vec![not_ready("compute-01")]),
+        T0 + 5_000,
+    );
+    assert_eq!(
+        t.state.message,
+        "waiting for components to be ready: compute-01 (maintenance)"
+    );
+    assert!(t.effects.is_empty());
+    let again = ok(
+        &t.state,
+        Event::ReadinessChecked(vec![not_ready("compute-01")]),
+        T0 + 10_000,
+    );
+    assert_eq!(again, Transition::unchanged(&t.state));
+    // Ready: the first stage starts, as an ungated task's would.
+    let started = ok(&t.state, Event::ReadinessChecked(Vec::new()), T0 + 15_000);
+    assert_eq!(started.state.readiness_until_ms, None);
+    assert_eq!(started.state.message, "");
+    assert_eq!(started.state.started_ms, Some(T0 + 15_000));
+    assert_eq!(jobs(&started).len(), 1);
+    // Still not ready when the wait is over: it fails naming them and
+    // hands its components on.
+    let failed = ok(
+        &held,
+        Event::ReadinessChecked(vec![not_ready("compute-01"), not_ready("compute-02")]),
+        T0 + 60_000,
+    );
+    assert_eq!(
+        finished_event(&failed),
+        Some((
+            TaskStatus::Failed,
+            "components not ready after 1m: compute-01 (maintenance), compute-02 (maintenance)"
+                .to_owned()
+        ))
+    );
+    assert!(promotes(&failed));
+    assert_eq!(failed.state.readiness_until_ms, None);
+    assert!(jobs(&failed).is_empty());
+    // Cancelled while held: terminated at once, no cancel mark (nothing
+    // runs).
+    let cancelled = ok(&held, Event::CancelRequested, T0 + 1);
+    assert_eq!(
+        finished_event(&cancelled),
+        Some((TaskStatus::Terminated, CANCELLED.to_owned()))
+    );
+    assert_eq!(marks(&cancelled), 0);
+    assert!(promotes(&cancelled));
+    // A task without a gate starts at once and ignores checks.
+    let plain = running();
+    assert_eq!(
+        ok(
+            &plain,
+            Event::ReadinessChecked(vec![not_ready("compute-01")]),
+            T0
+        ),
+        Transition::unchanged(&plain)
+    );
+}
+
+#[test]
 fn nothing_to_do_fails_at_start() {
     let mut s = planned();
     for step in &mut s.steps {
@@ -475,7 +564,16 @@ fn states() -> Vec<TaskState> {
     };
     let failed = ok(&r, result(&r, 0, failed()), T0).state;
     let terminated = ok(&waiting(), Event::CancelRequested, T0).state;
-    vec![planned(), waiting(), r, completed, failed, terminated]
+    let gated = ok(&planned_gated(), Event::Submitted(Admission::Start), T0).state;
+    vec![
+        planned(),
+        waiting(),
+        r,
+        completed,
+        failed,
+        terminated,
+        gated,
+    ]
 }
 
 /// One event of each kind for a state (results and deadlines aimed at its
@@ -498,6 +596,7 @@ fn events(s: &TaskState) -> Vec<Event> {
         Event::CancelRequested,
         Event::QueueExpired,
         Event::Promoted,
+        Event::ReadinessChecked(Vec::new()),
     ]
 }
 
@@ -515,13 +614,15 @@ fn every_status_and_event_pair_is_legal_or_refused_as_the_table_says() {
     use Expect::*;
     use TaskStatus as S;
     let far = T0 + 10 * 24 * 3600 * 1000;
-    // Rows: Pending, Waiting, Running, Completed, Failed, Terminated.
+    // Rows: Pending, Waiting, Running, Completed, Failed, Terminated, and
+    // Running held by its readiness gate.
     // Columns: submit-start, submit-queue, result, deadline (far future),
-    // cancel, expiry (far future), promotion.
+    // cancel, expiry (far future), promotion, readiness checked (all ready).
     let table = [
         [
             To(S::Running),
             To(S::Waiting),
+            Refused,
             Refused,
             Refused,
             Refused,
@@ -536,6 +637,7 @@ fn every_status_and_event_pair_is_legal_or_refused_as_the_table_says() {
             To(S::Terminated),
             To(S::Failed),
             To(S::Running),
+            Refused,
         ],
         [
             Refused,
@@ -545,15 +647,26 @@ fn every_status_and_event_pair_is_legal_or_refused_as_the_table_says() {
             To(S::Running),
             Unchanged,
             Unchanged,
+            Unchanged,
         ],
         [
-            Refused, Refused, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged,
+            Refused, Refused, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged,
         ],
         [
-            Refused, Refused, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged,
+            Refused, Refused, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged,
         ],
         [
-            Refused, Refused, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged,
+            Refused, Refused, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged,
+        ],
+        [
+            Refused,
+            Refused,
+            Unchanged,
+            Unchanged,
+            To(S::Terminated),
+            Unchanged,
+            Unchanged,
+            To(S::Running),
         ],
     ];
     for (state, row) in states().iter().zip(table) {
@@ -610,6 +723,9 @@ enum Abstract {
     Cancel,
     Expire,
     Promote,
+    Ready {
+        blocked: bool,
+    },
 }
 
 fn abstract_event() -> impl Strategy<Value = Abstract> {
@@ -624,6 +740,7 @@ fn abstract_event() -> impl Strategy<Value = Abstract> {
         Just(Abstract::Cancel),
         Just(Abstract::Expire),
         Just(Abstract::Promote),
+        any::<bool>().prop_map(|blocked| Abstract::Ready { blocked }),
     ]
 }
 
@@ -657,11 +774,18 @@ fn concrete(s: &TaskState, a: &Abstract) -> Event {
         Abstract::Cancel => Event::CancelRequested,
         Abstract::Expire => Event::QueueExpired,
         Abstract::Promote => Event::Promoted,
+        Abstract::Ready { blocked: false } => Event::ReadinessChecked(Vec::new()),
+        Abstract::Ready { blocked: true } => Event::ReadinessChecked(vec![not_ready("compute-01")]),
     }
 }
 
 /// What must hold of every state the machine reaches.
 fn invariants(s: &TaskState) {
+    if s.readiness_until_ms.is_some() {
+        // Held by its gate: running, nothing started yet.
+        assert_eq!(s.status, TaskStatus::Running, "{s:?}");
+        assert!(s.steps.iter().all(|x| x.generation == 0), "{s:?}");
+    }
     let running: Vec<_> = s.steps.iter().filter(|x| x.status == Running).collect();
     for step in &running {
         assert_eq!(Some(step.stage), s.current_stage, "{s:?}");
@@ -705,9 +829,10 @@ proptest! {
 
     #[test]
     fn random_event_sequences_keep_the_invariants_and_are_idempotent(
-        script in proptest::collection::vec((abstract_event(), 0u64..20_000_000), 1..40)
+        script in proptest::collection::vec((abstract_event(), 0u64..20_000_000), 1..40),
+        gated in any::<bool>(),
     ) {
-        let mut state = planned();
+        let mut state = if gated { planned_gated() } else { planned() };
         let mut now = T0;
         let mut finished_events = 0;
         let mut promotions = 0;

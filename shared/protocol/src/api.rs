@@ -231,6 +231,8 @@ pub mod endpoint {
         RackDelete = "rack.delete": RackByRef => RackDeleteReply;
         /// Set or remove a rack's labels.
         RackLabel = "rack.label": super::RackLabel => RackRecord;
+        /// Set components' operator status (ready, in_use, maintenance).
+        ComponentStatusSet = "rack.component_status": super::ComponentStatusSet => ComponentStatusReply;
         /// Submit an operation on racks (one task per rack).
         TaskSubmit = "task.submit": super::TaskSubmit => TaskSubmitReply;
         /// Get a task with its steps.
@@ -408,6 +410,34 @@ pub struct RackLabel {
     pub remove: Vec<String>,
 }
 
+/// `rack.component_status`: sets the status of components.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentStatusSet {
+    /// The components: IDs, `<rack>/<name>`, or names one rack has.
+    pub components: Vec<String>,
+    /// Their new status.
+    pub status: crate::readiness::ComponentStatus,
+}
+
+/// `rack.component_status` reply: each component as it is now.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentStatusReply {
+    /// (rack, component, status), in the order named.
+    pub components: Vec<ComponentStatusEntry>,
+}
+
+/// One component's status.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ComponentStatusEntry {
+    /// Its rack's name.
+    pub rack: String,
+    /// Its name.
+    pub component: String,
+    /// Its status.
+    pub status: crate::readiness::ComponentStatus,
+}
+
 /// `task.submit` (also the body of a message on `flow.tasks.submit`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -445,6 +475,14 @@ pub struct TaskSubmit {
     /// What to do when a rack is busy: refuse (default) or queue.
     #[serde(default)]
     pub conflict: ConflictStrategy,
+    /// Start even if targeted components are not `ready` (power and
+    /// firmware tasks otherwise wait for them).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub override_readiness: bool,
+    /// How long a power or firmware task waits for its components to be
+    /// ready before it fails naming them (default 1800).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub readiness_timeout_seconds: Option<u64>,
 }
 
 /// The longest request ID: it becomes a `Nats-Msg-Id` and a subject token
@@ -507,6 +545,14 @@ impl TaskSubmit {
                 "description: must be at most {MAX_DESCRIPTION_LEN} characters"
             ));
         }
+        if let Some(t) = self.readiness_timeout_seconds
+            && !(1..=crate::readiness::MAX_WAIT_SECONDS).contains(&t)
+        {
+            return bad(format!(
+                "readiness_timeout_seconds: must be 1 to {}, got {t}",
+                crate::readiness::MAX_WAIT_SECONDS
+            ));
+        }
         self.operation_to_run()?;
         Ok(())
     }
@@ -549,7 +595,24 @@ impl TaskSubmit {
             rule_id: None,
             firmware: std::collections::BTreeMap::new(),
             conflict: ConflictStrategy::default(),
+            override_readiness: false,
+            readiness_timeout_seconds: None,
         }
+    }
+
+    /// How long the task's readiness gate waits, or `None` when it has
+    /// none: only power and firmware tasks are gated, unless overridden.
+    pub fn readiness_wait(&self) -> Option<std::time::Duration> {
+        let gated = matches!(
+            self.operation.operation_type(),
+            OperationType::PowerControl | OperationType::FirmwareControl
+        );
+        (gated && !self.override_readiness).then(|| {
+            std::time::Duration::from_secs(
+                self.readiness_timeout_seconds
+                    .unwrap_or(crate::readiness::DEFAULT_WAIT_SECONDS),
+            )
+        })
     }
 }
 
@@ -731,6 +794,8 @@ pub enum CancelOutcome {
     Cancelling,
     /// The task was waiting for its rack: it is terminated, nothing ran.
     CancelledWhileQueued,
+    /// Its readiness gate held it: it is terminated, nothing ran.
+    CancelledBeforeStart,
     /// The task had already ended.
     AlreadyFinished,
 }
@@ -970,6 +1035,9 @@ pub struct ComponentRecord {
     pub bmc_url: String,
     /// Credential reference.
     pub credential_ref: String,
+    /// Its operator-set status (the readiness gate waits on it).
+    #[serde(default)]
+    pub status: crate::readiness::ComponentStatus,
 }
 
 /// A stored rack with its components.

@@ -9,6 +9,7 @@ pub mod ids;
 pub mod jobs;
 pub mod labels;
 pub mod rack;
+pub mod readiness;
 pub mod status;
 pub mod subjects;
 pub mod task;

@@ -2,10 +2,14 @@
 
 use std::collections::BTreeMap;
 
-use flow_protocol::api::{RackDeleteReply, RackLabel, RackListReply, RackRecord, RackSummary};
+use flow_protocol::api::{
+    ComponentStatusEntry, ComponentStatusReply, RackDeleteReply, RackLabel, RackListReply,
+    RackRecord, RackSummary,
+};
 use flow_protocol::ids::RackRef;
 use flow_protocol::labels::{self, Labels};
 use flow_protocol::rack::RackSpec;
+use flow_protocol::readiness::ComponentStatus;
 use flow_protocol::{ComponentId, RackId};
 use flow_rules::ComponentType;
 use sqlx::PgConnection;
@@ -264,6 +268,36 @@ impl Store {
         }
     }
 
+    /// Sets the status of the components `refs` name (as
+    /// [`Store::find_components`] finds them), all or none.
+    pub async fn set_component_status(
+        &self,
+        refs: &[String],
+        status: ComponentStatus,
+    ) -> Result<ComponentStatusReply, StoreError> {
+        let found = self.find_components(refs).await?;
+        let mut tx = self.pool().begin().await?;
+        let mut components = Vec::with_capacity(found.len());
+        for (rack, component) in found {
+            sqlx::query(
+                "UPDATE components SET status = $3, updated_at = now() \
+                 WHERE name = $2 AND rack_id = (SELECT id FROM racks WHERE name = $1)",
+            )
+            .bind(&rack)
+            .bind(&component)
+            .bind(status.as_str())
+            .execute(&mut *tx)
+            .await?;
+            components.push(ComponentStatusEntry {
+                rack,
+                component,
+                status,
+            });
+        }
+        tx.commit().await?;
+        Ok(ComponentStatusReply { components })
+    }
+
     /// Deletes a rack, its components and its rule bindings. A missing rack
     /// is not an error.
     pub async fn delete_rack(&self, rack: &RackRef) -> Result<RackDeleteReply, StoreError> {
@@ -292,7 +326,7 @@ async fn rack_record(conn: &mut PgConnection, id: RackId) -> Result<RackRecord, 
     .await?;
     let rows: Vec<ComponentRow> = sqlx::query_as(
         "SELECT id, component_type, name, slot, manufacturer, model, serial, firmware_version, \
-         bmc_url, credential_ref FROM components WHERE rack_id = $1 \
+         bmc_url, credential_ref, status FROM components WHERE rack_id = $1 \
          ORDER BY component_type, slot NULLS LAST, name",
     )
     .bind(id.as_uuid())

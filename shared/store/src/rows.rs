@@ -162,6 +162,7 @@ pub(crate) struct ComponentRow {
     pub firmware_version: String,
     pub bmc_url: String,
     pub credential_ref: String,
+    pub status: String,
 }
 
 impl ComponentRow {
@@ -184,6 +185,12 @@ impl ComponentRow {
             firmware_version: self.firmware_version,
             bmc_url: self.bmc_url,
             credential_ref: self.credential_ref,
+            status: self.status.parse().map_err(
+                |e: flow_protocol::readiness::UnknownComponentStatus| StoreError::Corrupt {
+                    what: format!("component {}", self.id),
+                    reason: e.to_string(),
+                },
+            )?,
         })
     }
 }

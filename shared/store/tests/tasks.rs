@@ -67,6 +67,7 @@ impl Env {
             rule,
             components: planned.components.clone(),
             firmware: BTreeMap::new(),
+            readiness_wait_ms: None,
         });
         TaskState::planned(TaskId::new(), self.rack, task_plan, &planned)
     }

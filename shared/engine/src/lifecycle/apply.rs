@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use flow_protocol::jobs::{CancelMark, JobId, JobMessage, ResultMessage, StepOutcome};
+use flow_protocol::readiness::NotReady;
 use flow_protocol::task::{TaskEvent, TaskEventKind};
 use flow_protocol::{StepStatus, TaskStatus};
 
@@ -17,6 +18,8 @@ pub const CANCELLED_WHILE_QUEUED: &str = "cancelled while queued";
 pub const CANCELLED: &str = "cancelled";
 /// The message of a task with no runnable step.
 pub const NOTHING_TO_DO: &str = "nothing to do";
+/// The message of a task whose readiness gate is about to be checked.
+pub const CHECKING_READINESS: &str = "checking that its components are ready";
 
 /// Applies `event` to `state` at `now_ms` (epoch ms): the new state and
 /// its effects, or a typed refusal. Pure: no I/O, no clock.
@@ -53,7 +56,10 @@ pub fn apply(state: &TaskState, event: &Event, now_ms: u64) -> Result<Transition
         (TaskStatus::Waiting, Event::CancelRequested) => {
             next.finish(TaskStatus::Terminated, CANCELLED_WHILE_QUEUED, false);
         }
-        (TaskStatus::Waiting, Event::StepResult(_) | Event::DeadlinePassed { .. }) => {
+        (
+            TaskStatus::Waiting,
+            Event::StepResult(_) | Event::DeadlinePassed { .. } | Event::ReadinessChecked(_),
+        ) => {
             return Err(illegal());
         }
 
@@ -65,12 +71,17 @@ pub fn apply(state: &TaskState, event: &Event, now_ms: u64) -> Result<Transition
                 generation,
             },
         ) => next.deadline(*step_index, *generation)?,
+        // Held by its readiness gate, nothing runs yet: it ends at once.
+        (TaskStatus::Running, Event::CancelRequested) if state.readiness_until_ms.is_some() => {
+            next.finish(TaskStatus::Terminated, CANCELLED, false);
+        }
         (TaskStatus::Running, Event::CancelRequested) => {
             if !state.cancel_requested {
                 next.state.cancel_requested = true;
                 next.cancel_mark();
             }
         }
+        (TaskStatus::Running, Event::ReadinessChecked(not_ready)) => next.readiness(not_ready)?,
         // Promoted or expired already: a repeat, or a promotion that beat
         // the expiry.
         (TaskStatus::Running, Event::Promoted | Event::QueueExpired) => {}
@@ -119,14 +130,54 @@ impl Next {
         }));
     }
 
-    /// The task takes its rack: its first stage starts (or it fails with
-    /// nothing to do).
+    /// The task takes its components: its first stage starts (or it fails
+    /// with nothing to do) — unless it has a readiness gate, which holds it
+    /// until a [`Event::ReadinessChecked`] finds every component ready.
     fn start(&mut self) -> Result<(), LifecycleError> {
         self.state.status = TaskStatus::Running;
-        self.state.started_ms = Some(self.now_ms);
         self.state.queue_expires_ms = None;
+        if let Some(wait) = self.state.plan.readiness_wait_ms {
+            self.state.readiness_until_ms = Some(self.now_ms.saturating_add(wait));
+            self.state.message = CHECKING_READINESS.to_owned();
+            return Ok(());
+        }
+        self.start_first_stage()
+    }
+
+    fn start_first_stage(&mut self) -> Result<(), LifecycleError> {
+        self.state.started_ms = Some(self.now_ms);
         if !self.start_stage_after(None)? {
             self.finish(TaskStatus::Failed, NOTHING_TO_DO, false);
+        }
+        Ok(())
+    }
+
+    /// The gate's answer: start when nothing blocks; fail naming the
+    /// blockers once the wait is over; otherwise say what it waits for.
+    fn readiness(&mut self, not_ready: &[NotReady]) -> Result<(), LifecycleError> {
+        let Some(until) = self.state.readiness_until_ms else {
+            // Not gated (any more): a late or repeated check.
+            return Ok(());
+        };
+        if not_ready.is_empty() {
+            self.state.readiness_until_ms = None;
+            self.state.message.clear();
+            return self.start_first_stage();
+        }
+        let names = not_ready
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        if self.now_ms >= until {
+            let waited = self.state.plan.readiness_wait_ms.unwrap_or_default();
+            let message = format!(
+                "components not ready after {}: {names}",
+                flow_rules::duration::format_short(Duration::from_millis(waited))
+            );
+            self.finish(TaskStatus::Failed, &message, false);
+        } else {
+            self.state.message = format!("waiting for components to be ready: {names}");
         }
         Ok(())
     }
@@ -202,6 +253,7 @@ impl Next {
         self.state.message = message.to_owned();
         self.state.finished_ms = Some(self.now_ms);
         self.state.queue_expires_ms = None;
+        self.state.readiness_until_ms = None;
         self.emit(TaskEventKind::TaskFinished {
             status,
             message: message.to_owned(),

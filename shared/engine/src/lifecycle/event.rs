@@ -2,6 +2,7 @@
 //! do about it ([`Effect`]), and what it refuses ([`LifecycleError`]).
 
 use flow_protocol::jobs::{CancelMark, JobMessage, ResultMessage};
+use flow_protocol::readiness::NotReady;
 use flow_protocol::task::TaskEvent;
 use flow_protocol::{RackId, TaskId, TaskStatus};
 
@@ -41,6 +42,9 @@ pub enum Event {
     QueueExpired,
     /// Its rack is free and it is first in line.
     Promoted,
+    /// Its gated components were looked at: those not ready (none: it may
+    /// start).
+    ReadinessChecked(Vec<NotReady>),
 }
 
 impl Event {
@@ -53,6 +57,7 @@ impl Event {
             Event::CancelRequested => "cancel request",
             Event::QueueExpired => "queue expiry",
             Event::Promoted => "promotion",
+            Event::ReadinessChecked(_) => "readiness check",
         }
     }
 }

@@ -20,6 +20,8 @@ mod event;
 pub mod queue;
 mod state;
 
-pub use apply::{CANCELLED, CANCELLED_WHILE_QUEUED, EXPIRED_MESSAGE, NOTHING_TO_DO, apply};
+pub use apply::{
+    CANCELLED, CANCELLED_WHILE_QUEUED, CHECKING_READINESS, EXPIRED_MESSAGE, NOTHING_TO_DO, apply,
+};
 pub use event::{Admission, Applied, Effect, Event, LifecycleError, Transition};
 pub use state::{StepState, TaskPlan, TaskState};

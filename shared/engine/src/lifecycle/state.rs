@@ -24,6 +24,10 @@ pub struct TaskPlan {
     pub components: BTreeMap<ComponentType, Vec<ComponentTarget>>,
     /// Firmware images by type (firmware tasks).
     pub firmware: BTreeMap<ComponentType, FirmwareImage>,
+    /// How long the readiness gate waits for the components to be ready
+    /// (ms), or `None` for a task without a gate (decommission, or
+    /// overridden).
+    pub readiness_wait_ms: Option<u64>,
 }
 
 impl TaskPlan {
@@ -114,6 +118,9 @@ pub struct TaskState {
     pub finished_ms: Option<u64>,
     /// While waiting: when it gives up (epoch ms).
     pub queue_expires_ms: Option<u64>,
+    /// While its readiness gate holds it (running, no stage started yet):
+    /// when it gives up (epoch ms).
+    pub readiness_until_ms: Option<u64>,
     /// Its steps, in rule order.
     pub steps: Vec<StepState>,
 }
@@ -159,6 +166,7 @@ impl TaskState {
             started_ms: None,
             finished_ms: None,
             queue_expires_ms: None,
+            readiness_until_ms: None,
             steps,
         }
     }

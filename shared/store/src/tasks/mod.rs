@@ -12,6 +12,7 @@ mod rows;
 use flow_engine::lifecycle::queue::{OpenTask, RackTasks};
 use flow_engine::lifecycle::{Effect, TaskState};
 use flow_protocol::api::ResolveReply;
+use flow_protocol::readiness::{ComponentStatus, NotReady, UnknownComponentStatus};
 use flow_protocol::{RackId, StepStatus, TaskId, TaskStatus};
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
@@ -129,6 +130,39 @@ impl TaskTx {
         Ok(tasks)
     }
 
+    /// The components of `state`'s plan that are not `ready`, by name (for
+    /// its readiness gate).
+    pub async fn not_ready(&mut self, state: &TaskState) -> Result<Vec<NotReady>, StoreError> {
+        let names: Vec<&str> = state
+            .plan
+            .components
+            .values()
+            .flatten()
+            .map(|c| c.name.as_str())
+            .collect();
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT name, status FROM components WHERE rack_id = $1 AND name = ANY($2) \
+             AND status <> $3 ORDER BY name",
+        )
+        .bind(state.rack.as_uuid())
+        .bind(&names)
+        .bind(ComponentStatus::Ready.as_str())
+        .fetch_all(&mut *self.tx)
+        .await?;
+        rows.into_iter()
+            .map(|(component, status)| {
+                let status =
+                    status
+                        .parse()
+                        .map_err(|e: UnknownComponentStatus| StoreError::Corrupt {
+                            what: format!("component {component} of rack {}", state.rack),
+                            reason: e.to_string(),
+                        })?;
+                Ok(NotReady { component, status })
+            })
+            .collect()
+    }
+
     /// Stores a new task in the state its submission left it, with its
     /// steps.
     pub async fn insert(&mut self, new: &NewTask, state: &TaskState) -> Result<(), StoreError> {
@@ -141,8 +175,9 @@ impl TaskTx {
             "INSERT INTO tasks (id, request_id, rack_id, rack_name, operation_type, operation_code, \
              status, rule_id, rule_revision, rule_source, rule_name, rule_snapshot, components, \
              firmware, current_stage, message, cancel_requested_at, started_at, finished_at, \
-             queue_expires_at, description) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
-             $12, $13, $14, $15, $16, CASE WHEN $17 THEN now() END, $18, $19, $20, $21)",
+             queue_expires_at, description, readiness_wait_ms, readiness_until) VALUES ($1, $2, $3, \
+             $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+             CASE WHEN $17 THEN now() END, $18, $19, $20, $21, $22, $23)",
         )
         .bind(state.id.as_uuid())
         .bind(&new.request_id)
@@ -165,6 +200,8 @@ impl TaskTx {
         .bind(state.finished_ms.map(at))
         .bind(state.queue_expires_ms.map(at))
         .bind(&new.description)
+        .bind(plan.readiness_wait_ms.map(big))
+        .bind(state.readiness_until_ms.map(at))
         .execute(&mut *self.tx)
         .await?;
         for step in &state.steps {
@@ -232,8 +269,8 @@ impl TaskTx {
             let n = sqlx::query(
                 "UPDATE tasks SET status = $3, current_stage = $4, message = $5, \
                  cancel_requested_at = CASE WHEN $6 THEN COALESCE(cancel_requested_at, now()) END, \
-                 started_at = $7, finished_at = $8, queue_expires_at = $9, updated_at = now() \
-                 WHERE id = $1 AND status = $2",
+                 started_at = $7, finished_at = $8, queue_expires_at = $9, readiness_until = $10, \
+                 updated_at = now() WHERE id = $1 AND status = $2",
             )
             .bind(after.id.as_uuid())
             .bind(before.status.as_str())
@@ -244,6 +281,7 @@ impl TaskTx {
             .bind(after.started_ms.map(at))
             .bind(after.finished_ms.map(at))
             .bind(after.queue_expires_ms.map(at))
+            .bind(after.readiness_until_ms.map(at))
             .execute(&mut *self.tx)
             .await?
             .rows_affected();
@@ -315,9 +353,20 @@ fn task_row_changed(before: &TaskState, after: &TaskState) -> bool {
         || before.started_ms != after.started_ms
         || before.finished_ms != after.finished_ms
         || before.queue_expires_ms != after.queue_expires_ms
+        || before.readiness_until_ms != after.readiness_until_ms
 }
 
 impl Store {
+    /// Tasks their readiness gate holds.
+    pub async fn held_by_readiness(&self) -> Result<Vec<TaskId>, StoreError> {
+        let ids: Vec<Uuid> = sqlx::query_scalar(
+            "SELECT id FROM tasks WHERE readiness_until IS NOT NULL ORDER BY readiness_until",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        Ok(ids.into_iter().map(TaskId).collect())
+    }
+
     /// Running steps past their deadline (by the database's clock): task,
     /// step and the generation found overdue.
     pub async fn overdue_steps(&self) -> Result<Vec<(TaskId, u32, u32)>, StoreError> {

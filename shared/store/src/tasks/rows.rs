@@ -26,7 +26,7 @@ macro_rules! task_columns {
         "id, request_id, rack_id, rack_name, operation_type, operation_code, status, rule_id, \
          rule_revision, rule_source, rule_name, rule_snapshot, components, firmware, \
          current_stage, message, cancel_requested_at, created_at, started_at, finished_at, \
-         queue_expires_at, description"
+         queue_expires_at, description, readiness_wait_ms, readiness_until"
     };
 }
 pub(crate) use task_columns;
@@ -64,6 +64,8 @@ pub(crate) struct TaskRow {
     pub finished_at: Option<OffsetDateTime>,
     pub queue_expires_at: Option<OffsetDateTime>,
     pub description: String,
+    pub readiness_wait_ms: Option<i64>,
+    pub readiness_until: Option<OffsetDateTime>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -176,6 +178,7 @@ impl TaskRow {
             rule,
             components,
             firmware,
+            readiness_wait_ms: self.readiness_wait_ms.map(unsigned64),
         })
     }
 
@@ -198,6 +201,7 @@ impl TaskRow {
             started_ms: self.started_at.map(ms),
             finished_ms: self.finished_at.map(ms),
             queue_expires_ms: self.queue_expires_at.map(ms),
+            readiness_until_ms: self.readiness_until.map(ms),
             steps,
         })
     }
