@@ -73,6 +73,14 @@ pub struct TargetArgs {
     /// ready before it fails naming them (Go syntax).
     #[arg(long, default_value = "30m")]
     pub readiness_timeout: String,
+    /// Start no earlier than this time (RFC 3339, e.g.
+    /// 2026-12-02T02:00:00Z); until then the task waits without holding its
+    /// components.
+    #[arg(long)]
+    pub not_before: Option<String>,
+    /// Fail if not started by this time (RFC 3339).
+    #[arg(long)]
+    pub not_after: Option<String>,
     /// Only these component types (repeatable; default all).
     #[arg(long = "type")]
     pub types: Vec<String>,

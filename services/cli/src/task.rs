@@ -101,7 +101,23 @@ fn request(
         conflict,
         override_readiness: target.override_readiness,
         readiness_timeout_seconds: Some(readiness_timeout.as_secs()),
+        not_before: time_arg("--not-before", target.not_before.as_deref())?,
+        not_after: time_arg("--not-after", target.not_after.as_deref())?,
     })
+}
+
+/// An RFC 3339 time given on the command line.
+fn time_arg(flag: &str, text: Option<&str>) -> Result<Option<time::OffsetDateTime>, ClientError> {
+    text.map(|t| {
+        time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).map_err(
+            |e| {
+                bad(format!(
+                    "{flag} {t:?}: not an RFC 3339 time such as 2026-12-02T02:00:00Z ({e})"
+                ))
+            },
+        )
+    })
+    .transpose()
 }
 
 /// Component references with bare names put in `rack` (IDs and

@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flow_engine::lifecycle::{TaskPlan, TaskState};
+use flow_engine::lifecycle::{TaskPlan, TaskState, Window};
 use flow_engine::plan;
 use flow_jetstream::{Source, consume, park};
 use flow_protocol::api::{
@@ -16,6 +16,7 @@ use flow_protocol::api::{
 };
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{CONSUMER_SUBMIT, ComponentTarget, STREAM_TASKS};
+use flow_protocol::task::timestamp;
 use flow_protocol::{TaskId, subjects};
 use flow_rules::ComponentType;
 use flow_store::tasks::NewTask;
@@ -212,6 +213,10 @@ impl TaskService {
             readiness_wait_ms: request
                 .readiness_wait()
                 .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),
+            window: Window {
+                not_before_ms: request.not_before.map(timestamp::to_ms),
+                not_after_ms: request.not_after.map(timestamp::to_ms),
+            },
         });
         let state = TaskState::planned(TaskId::new(), record.id, task_plan, &planned);
         let new = NewTask {

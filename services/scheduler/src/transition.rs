@@ -157,11 +157,24 @@ impl TaskService {
         if let Some(id) = tx.find_request(&new.request_id, planned.rack).await? {
             return Ok(Submission::Duplicate(id));
         }
+        let window = planned.plan.window;
+        if window.ended_at(tx.now_ms()) {
+            let end =
+                flow_protocol::task::timestamp::from_ms(window.not_after_ms.unwrap_or_default());
+            return Ok(Submission::Refused(ApiError::new(
+                ErrorCode::Invalid,
+                format!(
+                    "not_after: {} has passed",
+                    flow_protocol::task::timestamp::format(end)
+                ),
+            )));
+        }
         let tasks = tx.rack_tasks(planned.rack).await?;
         let footprint = planned.plan.footprint();
         let admission = match queue::admit(
             &new.rack_name,
             &footprint,
+            window,
             &tasks,
             queue_timeout,
             tx.now_ms(),

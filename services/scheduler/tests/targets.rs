@@ -321,3 +321,104 @@ async fn forced_runs_the_force_code_and_is_refused_where_there_is_none() {
     );
     env.stop().await;
 }
+
+/// Now plus `ms`, as an RFC 3339 time.
+fn at(ms: i64) -> String {
+    flow_protocol::task::timestamp::format(
+        time::OffsetDateTime::now_utc() + time::Duration::milliseconds(ms),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_task_starts_in_its_window_without_holding_anything_before_and_fails_when_it_ends() {
+    let env = two_racks().await;
+    // compute-01 is held (3 s of Sleep) past a short window on it: the
+    // window ends before it can start.
+    let holder = task_of(
+        &submit(
+            &env,
+            json!({"request_id": "hold", "components": ["rack-01/compute-01"]}),
+        )
+        .await[0],
+    );
+    let short = submit(
+        &env,
+        json!({"request_id": "short", "components": ["rack-01/compute-01"],
+               "not_before": at(500), "not_after": at(1500)}),
+    )
+    .await;
+    assert_eq!(short[0]["queued"], true, "a window task waits: {short:?}");
+    let short = task_of(&short[0]);
+    let ended = env.finish(&short).await;
+    assert_eq!(
+        (ended["status"].as_str(), ended["message"].as_str()),
+        (
+            Some("failed"),
+            Some("its window ended before it could start")
+        ),
+        "{ended:#}"
+    );
+
+    // A window opening in 2 s on compute-02: until then it holds nothing,
+    // so a task on compute-02 starts at once; the window task starts once
+    // its window is open and compute-02 is free.
+    let opens = at(2000);
+    let windowed = task_of(
+        &submit(
+            &env,
+            json!({"request_id": "win", "components": ["rack-01/compute-02"],
+                   "not_before": opens, "not_after": at(60_000)}),
+        )
+        .await[0],
+    );
+    let w = env.task(&windowed).await;
+    assert_eq!(
+        (w["status"].as_str(), w["message"].as_str()),
+        (Some("waiting"), Some("waiting for its window to open"))
+    );
+    let meanwhile = task_of(
+        &submit(
+            &env,
+            json!({"request_id": "meanwhile", "components": ["rack-01/compute-02"]}),
+        )
+        .await[0],
+    );
+    let m = env.finish(&meanwhile).await;
+    assert_eq!(m["status"], "completed", "{m:#}");
+    let w = env.finish(&windowed).await;
+    assert_eq!(w["status"], "completed", "{w:#}");
+    let started = w["started_at"].as_str().unwrap();
+    assert!(
+        started >= opens.as_str(),
+        "started {started}, window opened {opens}"
+    );
+    assert!(started >= m["finished_at"].as_str().unwrap(), "{w:#} {m:#}");
+    assert_eq!(env.finish(&holder).await["status"], "completed");
+
+    // An end already past is refused; so is an end before the start.
+    let past = submit(
+        &env,
+        json!({"request_id": "past", "racks": ["rack-02"], "not_after": at(-1000)}),
+    )
+    .await;
+    assert!(
+        past[0]["error"]["message"]
+            .as_str()
+            .unwrap()
+            .ends_with("has passed"),
+        "{past:?}"
+    );
+    let e = env
+        .err(
+            "task.submit",
+            json!({"request_id": "backwards", "operation": "power_off", "racks": ["rack-02"],
+                                   "not_before": at(5000), "not_after": at(1000)}),
+        )
+        .await;
+    assert!(
+        e.message
+            .starts_with("not_after: must be later than not_before"),
+        "{e:?}"
+    );
+    env.stop().await;
+}

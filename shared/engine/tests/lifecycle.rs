@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use flow_engine::lifecycle::{
     Admission, Applied, CANCELLED, CANCELLED_WHILE_QUEUED, EXPIRED_MESSAGE, Effect, Event,
-    LifecycleError, TaskPlan, TaskState, Transition, apply,
+    LifecycleError, TaskPlan, TaskState, Transition, WAITING_FOR_WINDOW, WINDOW_ENDED, Window,
+    apply,
 };
 use flow_engine::plan;
 use flow_hardware::ComponentTarget;
@@ -68,6 +69,7 @@ fn planned_with(rule: RuleDefinition) -> TaskState {
         components: plan.components.clone(),
         firmware: BTreeMap::new(),
         readiness_wait_ms: None,
+        window: Window::default(),
     });
     TaskState::planned(TaskId::new(), RackId::new(), task_plan, &plan)
 }
@@ -538,6 +540,45 @@ fn a_readiness_gate_holds_the_task_until_its_components_are_ready_or_its_wait_en
         ),
         Transition::unchanged(&plain)
     );
+}
+
+#[test]
+fn a_task_waits_for_its_window_and_fails_when_it_ends_unstarted() {
+    let mut s = planned();
+    let mut plan = (*s.plan).clone();
+    plan.window = Window {
+        not_before_ms: Some(T0 + 10_000),
+        not_after_ms: Some(T0 + 20_000),
+    };
+    s.plan = Arc::new(plan);
+    let queued = ok(
+        &s,
+        Event::Submitted(Admission::Queue {
+            expires_ms: T0 + 20_000,
+        }),
+        T0,
+    );
+    assert_eq!(queued.state.status, TaskStatus::Waiting);
+    assert_eq!(queued.state.message, WAITING_FOR_WINDOW);
+    // Promoted early: nothing changes; in its window: it starts.
+    assert_eq!(
+        ok(&queued.state, Event::Promoted, T0 + 9_999),
+        Transition::unchanged(&queued.state)
+    );
+    let started = ok(&queued.state, Event::Promoted, T0 + 10_000);
+    assert_eq!(started.state.status, TaskStatus::Running);
+    assert_eq!(started.state.message, "");
+    assert_eq!(jobs(&started).len(), 1);
+    // Its end passes while it waits: it fails, saying so.
+    let ended = ok(&queued.state, Event::QueueExpired, T0 + 20_000);
+    assert_eq!(
+        finished_event(&ended),
+        Some((TaskStatus::Failed, WINDOW_ENDED.to_owned()))
+    );
+    // A promotion after the end fails it too, and nothing is queued.
+    let late = ok(&queued.state, Event::Promoted, T0 + 25_000);
+    assert_eq!(late.state.status, TaskStatus::Failed);
+    assert!(jobs(&late).is_empty());
 }
 
 #[test]

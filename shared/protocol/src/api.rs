@@ -483,6 +483,22 @@ pub struct TaskSubmit {
     /// ready before it fails naming them (default 1800).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness_timeout_seconds: Option<u64>,
+    /// Start no earlier than this (RFC 3339): until then the task waits
+    /// without holding its components.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::task::timestamp::option"
+    )]
+    pub not_before: Option<OffsetDateTime>,
+    /// Start no later than this (RFC 3339): a task that has not started by
+    /// then fails ("its window ended").
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::task::timestamp::option"
+    )]
+    pub not_after: Option<OffsetDateTime>,
 }
 
 /// The longest request ID: it becomes a `Nats-Msg-Id` and a subject token
@@ -553,6 +569,14 @@ impl TaskSubmit {
                 crate::readiness::MAX_WAIT_SECONDS
             ));
         }
+        if let (Some(start), Some(end)) = (self.not_before, self.not_after)
+            && start >= end
+        {
+            return bad(format!(
+                "not_after: must be later than not_before ({})",
+                crate::task::timestamp::format(start)
+            ));
+        }
         self.operation_to_run()?;
         Ok(())
     }
@@ -597,6 +621,8 @@ impl TaskSubmit {
             conflict: ConflictStrategy::default(),
             override_readiness: false,
             readiness_timeout_seconds: None,
+            not_before: None,
+            not_after: None,
         }
     }
 

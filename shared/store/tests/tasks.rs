@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flow_engine::lifecycle::{Admission, Effect, Event, TaskPlan, TaskState, apply};
+use flow_engine::lifecycle::{Admission, Effect, Event, TaskPlan, TaskState, Window, apply};
 use flow_engine::plan;
 use flow_protocol::api::{ResolveReply, RuleSource};
 use flow_protocol::jobs::ComponentTarget;
@@ -68,6 +68,7 @@ impl Env {
             components: planned.components.clone(),
             firmware: BTreeMap::new(),
             readiness_wait_ms: None,
+            window: Window::default(),
         });
         TaskState::planned(TaskId::new(), self.rack, task_plan, &planned)
     }

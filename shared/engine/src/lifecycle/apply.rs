@@ -18,6 +18,10 @@ pub const CANCELLED_WHILE_QUEUED: &str = "cancelled while queued";
 pub const CANCELLED: &str = "cancelled";
 /// The message of a task with no runnable step.
 pub const NOTHING_TO_DO: &str = "nothing to do";
+/// The message of a task whose window ended before it could start.
+pub const WINDOW_ENDED: &str = "its window ended before it could start";
+/// The message of a task waiting for its window to open.
+pub const WAITING_FOR_WINDOW: &str = "waiting for its window to open";
 /// The message of a task whose readiness gate is about to be checked.
 pub const CHECKING_READINESS: &str = "checking that its components are ready";
 
@@ -44,13 +48,27 @@ pub fn apply(state: &TaskState, event: &Event, now_ms: u64) -> Result<Transition
         (TaskStatus::Pending, Event::Submitted(Admission::Queue { expires_ms })) => {
             next.state.status = TaskStatus::Waiting;
             next.state.queue_expires_ms = Some(*expires_ms);
+            if !state.plan.window.open_at(now_ms) {
+                next.state.message = WAITING_FOR_WINDOW.to_owned();
+            }
         }
         (TaskStatus::Pending, _) | (_, Event::Submitted(_)) => return Err(illegal()),
 
-        (TaskStatus::Waiting, Event::Promoted) => next.start()?,
+        // Not before its window opens (admission queues such a task; a
+        // promotion that comes early changes nothing).
+        (TaskStatus::Waiting, Event::Promoted) if !state.plan.window.open_at(now_ms) => {}
+        (TaskStatus::Waiting, Event::Promoted) => {
+            next.state.message.clear();
+            next.start()?;
+        }
         (TaskStatus::Waiting, Event::QueueExpired) => {
             if state.queue_expires_ms.is_some_and(|at| now_ms >= at) {
-                next.finish(TaskStatus::Failed, EXPIRED_MESSAGE, false);
+                let message = if state.plan.window.ended_at(now_ms) {
+                    WINDOW_ENDED
+                } else {
+                    EXPIRED_MESSAGE
+                };
+                next.finish(TaskStatus::Failed, message, false);
             }
         }
         (TaskStatus::Waiting, Event::CancelRequested) => {
@@ -134,6 +152,10 @@ impl Next {
     /// with nothing to do) — unless it has a readiness gate, which holds it
     /// until a [`Event::ReadinessChecked`] finds every component ready.
     fn start(&mut self) -> Result<(), LifecycleError> {
+        if self.state.plan.window.ended_at(self.now_ms) {
+            self.finish(TaskStatus::Failed, WINDOW_ENDED, false);
+            return Ok(());
+        }
         self.state.status = TaskStatus::Running;
         self.state.queue_expires_ms = None;
         if let Some(wait) = self.state.plan.readiness_wait_ms {

@@ -21,7 +21,8 @@ pub mod queue;
 mod state;
 
 pub use apply::{
-    CANCELLED, CANCELLED_WHILE_QUEUED, CHECKING_READINESS, EXPIRED_MESSAGE, NOTHING_TO_DO, apply,
+    CANCELLED, CANCELLED_WHILE_QUEUED, CHECKING_READINESS, EXPIRED_MESSAGE, NOTHING_TO_DO,
+    WAITING_FOR_WINDOW, WINDOW_ENDED, apply,
 };
 pub use event::{Admission, Applied, Effect, Event, LifecycleError, Transition};
-pub use state::{StepState, TaskPlan, TaskState};
+pub use state::{StepState, TaskPlan, TaskState, Window};

@@ -15,6 +15,7 @@ use flow_protocol::{TaskId, TaskStatus};
 
 use super::conflict::{Conflict, Footprint, conflict};
 use super::event::Admission;
+use super::state::Window;
 
 /// The most tasks that may wait for one rack.
 pub const MAX_WAITING_PER_RACK: usize = 5;
@@ -30,6 +31,15 @@ pub struct OpenTask {
     pub footprint: Footprint,
     /// When it gives up waiting (epoch ms), for a waiting task.
     pub expires_ms: Option<u64>,
+    /// When its window opens (epoch ms): until then it neither starts nor
+    /// stands in anyone's way.
+    pub not_before_ms: Option<u64>,
+}
+
+impl OpenTask {
+    fn due(&self, now_ms: u64) -> bool {
+        self.not_before_ms.is_none_or(|t| now_ms >= t)
+    }
 }
 
 impl OpenTask {
@@ -90,17 +100,41 @@ pub enum Refusal {
 
 /// Whether a new task (`footprint`) for `rack` starts now, waits (when
 /// `queue_timeout` is given), or is refused: it starts when it conflicts
-/// with no open task, running or waiting.
+/// with no open task, running or waiting (tasks whose window has not opened
+/// do not count). A task whose window opens later always waits, until its
+/// window's end (or the queue timeout after its start, 1 h without one),
+/// without holding anything; a wait never outlasts the window's end.
 pub fn admit(
     rack: &str,
     footprint: &Footprint,
+    window: Window,
     tasks: &RackTasks,
     queue_timeout: Option<Duration>,
     now_ms: u64,
 ) -> Result<Admission, Refusal> {
+    let ms = |d: Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    let waiting = tasks.waiting_count();
+    let full = || Refusal::QueueFull {
+        rack: rack.to_owned(),
+        waiting,
+    };
+    let capped = |expires: u64| window.not_after_ms.map_or(expires, |end| expires.min(end));
+    if !window.open_at(now_ms) {
+        if waiting >= MAX_WAITING_PER_RACK {
+            return Err(full());
+        }
+        let start = window.not_before_ms.unwrap_or(now_ms);
+        let wait = queue_timeout.unwrap_or(DEFAULT_WINDOW_WAIT);
+        return Ok(Admission::Queue {
+            expires_ms: window
+                .not_after_ms
+                .unwrap_or_else(|| start.saturating_add(ms(wait))),
+        });
+    }
     let Some((open, why)) = tasks
         .open
         .iter()
+        .filter(|t| t.due(now_ms))
         .find_map(|t| conflict(footprint, &t.footprint).map(|c| (t, c)))
     else {
         return Ok(Admission::Start);
@@ -112,17 +146,17 @@ pub fn admit(
             conflict: why,
         });
     };
-    let waiting = tasks.waiting_count();
     if waiting >= MAX_WAITING_PER_RACK {
-        return Err(Refusal::QueueFull {
-            rack: rack.to_owned(),
-            waiting,
-        });
+        return Err(full());
     }
     Ok(Admission::Queue {
-        expires_ms: now_ms.saturating_add(u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX)),
+        expires_ms: capped(now_ms.saturating_add(ms(timeout))),
     })
 }
+
+/// How long after its window opens a task without an end or queue timeout
+/// may wait for its components.
+pub const DEFAULT_WINDOW_WAIT: Duration = Duration::from_secs(3600);
 
 /// What to do with a rack's queue.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -134,8 +168,9 @@ pub struct QueueDecision {
 }
 
 /// Expires the waiting tasks past their time, and starts, oldest first,
-/// each one left that conflicts with no task holding the rack (those
-/// started in this pass included) and no older task still waiting.
+/// each one left whose window is open that conflicts with no task holding
+/// the rack (those started in this pass included) and no older task still
+/// waiting.
 pub fn next_in_line(tasks: &RackTasks, now_ms: u64) -> QueueDecision {
     let expired = |t: &OpenTask| t.expires_ms.is_some_and(|at| now_ms >= at);
     let mut decision = QueueDecision::default();
@@ -143,6 +178,10 @@ pub fn next_in_line(tasks: &RackTasks, now_ms: u64) -> QueueDecision {
     for task in tasks.waiting() {
         if expired(task) {
             decision.expire.push(task.id);
+            continue;
+        }
+        if !task.due(now_ms) {
+            // Its window has not opened: it waits, and nobody waits for it.
             continue;
         }
         if blocking
@@ -174,6 +213,7 @@ mod tests {
             status,
             footprint: Footprint::new(op.parse().unwrap(), components.iter().copied()),
             expires_ms: None,
+            not_before_ms: None,
         }
     }
 
@@ -193,13 +233,20 @@ mod tests {
     fn a_free_rack_starts_a_busy_one_refuses_or_queues_up_to_five() {
         let task = whole_rack("power_on");
         assert_eq!(
-            admit("r", &task, &RackTasks::default(), None, 0),
+            admit(
+                "r",
+                &task,
+                Window::default(),
+                &RackTasks::default(),
+                None,
+                0
+            ),
             Ok(Admission::Start)
         );
         let busy = RackTasks {
             open: vec![open(TaskStatus::Running, "power_off", &[(Compute, "c1")])],
         };
-        let e = admit("r", &task, &busy, None, 0).unwrap_err();
+        let e = admit("r", &task, Window::default(), &busy, None, 0).unwrap_err();
         assert!(
             e.to_string().starts_with("rack r already has a conflicting task ")
                 && e.to_string().ends_with(
@@ -208,7 +255,14 @@ mod tests {
             "{e}"
         );
         assert_eq!(
-            admit("r", &task, &busy, Some(Duration::from_secs(60)), 1_000),
+            admit(
+                "r",
+                &task,
+                Window::default(),
+                &busy,
+                Some(Duration::from_secs(60)),
+                1_000
+            ),
             Ok(Admission::Queue { expires_ms: 61_000 })
         );
         let mut full = busy.clone();
@@ -217,9 +271,16 @@ mod tests {
                 .push(open(TaskStatus::Waiting, "power_on", &[(Compute, "c1")]));
         }
         assert_eq!(
-            admit("r", &task, &full, Some(Duration::from_secs(60)), 0)
-                .unwrap_err()
-                .to_string(),
+            admit(
+                "r",
+                &task,
+                Window::default(),
+                &full,
+                Some(Duration::from_secs(60)),
+                0
+            )
+            .unwrap_err()
+            .to_string(),
             "rack r already has 5 queued tasks (at most 5)"
         );
     }
@@ -233,15 +294,15 @@ mod tests {
         let switches = Footprint::new("upgrade".parse().unwrap(), [(NVSwitch, "s1")]);
         let same_tray = Footprint::new("upgrade".parse().unwrap(), [(Compute, "c1")]);
         assert_eq!(
-            admit("r", &other_tray, &running, None, 0),
+            admit("r", &other_tray, Window::default(), &running, None, 0),
             Ok(Admission::Start)
         );
         assert_eq!(
-            admit("r", &switches, &running, None, 0),
+            admit("r", &switches, Window::default(), &running, None, 0),
             Ok(Admission::Start)
         );
         assert!(matches!(
-            admit("r", &same_tray, &running, None, 0),
+            admit("r", &same_tray, Window::default(), &running, None, 0),
             Err(Refusal::Busy { .. })
         ));
     }
@@ -265,13 +326,20 @@ mod tests {
             ],
         };
         let c2 = Footprint::new("power_off".parse().unwrap(), [(Compute, "c2")]);
-        let refused = admit("r", &c2, &tasks, None, 0).unwrap_err();
+        let refused = admit("r", &c2, Window::default(), &tasks, None, 0).unwrap_err();
         let Refusal::Busy { open, .. } = &refused else {
             panic!("{refused}")
         };
         assert_eq!(open.id, tasks.open[1].id, "names the waiting task");
         assert!(matches!(
-            admit("r", &c2, &tasks, Some(Duration::from_secs(1)), 0),
+            admit(
+                "r",
+                &c2,
+                Window::default(),
+                &tasks,
+                Some(Duration::from_secs(1)),
+                0
+            ),
             Ok(Admission::Queue { .. })
         ));
     }
@@ -317,5 +385,62 @@ mod tests {
             next_in_line(&tasks, 0).promote,
             vec![blocked.id, free.id, free_switch.id]
         );
+    }
+
+    #[test]
+    fn a_task_whose_window_opens_later_waits_without_standing_in_the_way() {
+        let running = RackTasks {
+            open: vec![open(TaskStatus::Running, "power_on", &[(Compute, "c1")])],
+        };
+        let later = Window {
+            not_before_ms: Some(10_000),
+            not_after_ms: Some(20_000),
+        };
+        let c1 = Footprint::new("upgrade".parse().unwrap(), [(Compute, "c1")]);
+        // Waits until its window's end, busy rack or not, queue or not.
+        assert_eq!(
+            admit("r", &c1, later, &running, None, 0),
+            Ok(Admission::Queue { expires_ms: 20_000 })
+        );
+        let open_ended = Window {
+            not_before_ms: Some(10_000),
+            not_after_ms: None,
+        };
+        assert_eq!(
+            admit("r", &c1, open_ended, &RackTasks::default(), None, 0),
+            Ok(Admission::Queue {
+                expires_ms: 10_000 + 3_600_000
+            })
+        );
+        // Queued in its window, the wait ends with the window.
+        assert_eq!(
+            admit(
+                "r",
+                &c1,
+                later,
+                &running,
+                Some(Duration::from_secs(3600)),
+                15_000
+            ),
+            Ok(Admission::Queue { expires_ms: 20_000 })
+        );
+        // Not due yet: it blocks nobody, and is not promoted.
+        let mut pending_window = open(TaskStatus::Waiting, "upgrade", &[(Compute, "c2")]);
+        pending_window.not_before_ms = Some(10_000);
+        pending_window.expires_ms = Some(20_000);
+        let tasks = RackTasks {
+            open: vec![pending_window.clone()],
+        };
+        let c2 = Footprint::new("power_off".parse().unwrap(), [(Compute, "c2")]);
+        assert_eq!(
+            admit("r", &c2, Window::default(), &tasks, None, 5_000),
+            Ok(Admission::Start)
+        );
+        assert_eq!(next_in_line(&tasks, 5_000), QueueDecision::default());
+        assert_eq!(
+            next_in_line(&tasks, 10_000).promote,
+            vec![pending_window.id]
+        );
+        assert_eq!(next_in_line(&tasks, 20_000).expire, vec![pending_window.id]);
     }
 }

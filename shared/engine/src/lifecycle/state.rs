@@ -28,6 +28,30 @@ pub struct TaskPlan {
     /// (ms), or `None` for a task without a gate (decommission, or
     /// overridden).
     pub readiness_wait_ms: Option<u64>,
+    /// When it may start.
+    pub window: Window,
+}
+
+/// When a task may start (epoch ms): not before the first, not after the
+/// second; either open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Window {
+    /// It waits (without holding its components) until this time.
+    pub not_before_ms: Option<u64>,
+    /// Not started by this time, it fails.
+    pub not_after_ms: Option<u64>,
+}
+
+impl Window {
+    /// Whether it may start at `now_ms` already (the end aside).
+    pub fn open_at(&self, now_ms: u64) -> bool {
+        self.not_before_ms.is_none_or(|t| now_ms >= t)
+    }
+
+    /// Whether its end has passed at `now_ms`.
+    pub fn ended_at(&self, now_ms: u64) -> bool {
+        self.not_after_ms.is_some_and(|t| now_ms >= t)
+    }
 }
 
 impl TaskPlan {

@@ -109,22 +109,24 @@ impl TaskTx {
             String,
             serde_json::Value,
             Option<time::OffsetDateTime>,
+            Option<time::OffsetDateTime>,
         );
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT id, status, operation_code, components, queue_expires_at FROM tasks \
-             WHERE rack_id = $1 AND status = ANY($2) ORDER BY created_at, id",
+            "SELECT id, status, operation_code, components, queue_expires_at, not_before \
+             FROM tasks WHERE rack_id = $1 AND status = ANY($2) ORDER BY created_at, id",
         )
         .bind(rack.as_uuid())
         .bind(open_statuses())
         .fetch_all(&mut *self.tx)
         .await?;
         let mut tasks = RackTasks::default();
-        for (id, status, operation, components, expires) in rows {
+        for (id, status, operation, components, expires, not_before) in rows {
             tasks.open.push(OpenTask {
                 id: TaskId(id),
                 status: task_status(&status, id)?,
                 footprint: rows::footprint(id, &operation, components),
                 expires_ms: expires.map(rows::ms),
+                not_before_ms: not_before.map(rows::ms),
             });
         }
         Ok(tasks)
@@ -175,9 +177,9 @@ impl TaskTx {
             "INSERT INTO tasks (id, request_id, rack_id, rack_name, operation_type, operation_code, \
              status, rule_id, rule_revision, rule_source, rule_name, rule_snapshot, components, \
              firmware, current_stage, message, cancel_requested_at, started_at, finished_at, \
-             queue_expires_at, description, readiness_wait_ms, readiness_until) VALUES ($1, $2, $3, \
-             $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
-             CASE WHEN $17 THEN now() END, $18, $19, $20, $21, $22, $23)",
+             queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, \
+             not_after) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
+             $16, CASE WHEN $17 THEN now() END, $18, $19, $20, $21, $22, $23, $24, $25)",
         )
         .bind(state.id.as_uuid())
         .bind(&new.request_id)
@@ -202,6 +204,8 @@ impl TaskTx {
         .bind(&new.description)
         .bind(plan.readiness_wait_ms.map(big))
         .bind(state.readiness_until_ms.map(at))
+        .bind(plan.window.not_before_ms.map(at))
+        .bind(plan.window.not_after_ms.map(at))
         .execute(&mut *self.tx)
         .await?;
         for step in &state.steps {

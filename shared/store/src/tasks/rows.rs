@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flow_engine::lifecycle::conflict::Footprint;
-use flow_engine::lifecycle::{StepState, TaskPlan, TaskState};
+use flow_engine::lifecycle::{StepState, TaskPlan, TaskState, Window};
 use flow_protocol::api::RuleSource;
 use flow_protocol::jobs::{ComponentResult, ComponentTarget, FirmwareImage};
 use flow_protocol::task::{StepRecord, TaskRecord, TaskSummary};
@@ -26,7 +26,7 @@ macro_rules! task_columns {
         "id, request_id, rack_id, rack_name, operation_type, operation_code, status, rule_id, \
          rule_revision, rule_source, rule_name, rule_snapshot, components, firmware, \
          current_stage, message, cancel_requested_at, created_at, started_at, finished_at, \
-         queue_expires_at, description, readiness_wait_ms, readiness_until"
+         queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, not_after"
     };
 }
 pub(crate) use task_columns;
@@ -66,6 +66,8 @@ pub(crate) struct TaskRow {
     pub description: String,
     pub readiness_wait_ms: Option<i64>,
     pub readiness_until: Option<OffsetDateTime>,
+    pub not_before: Option<OffsetDateTime>,
+    pub not_after: Option<OffsetDateTime>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -179,6 +181,10 @@ impl TaskRow {
             components,
             firmware,
             readiness_wait_ms: self.readiness_wait_ms.map(unsigned64),
+            window: Window {
+                not_before_ms: self.not_before.map(ms),
+                not_after_ms: self.not_after.map(ms),
+            },
         })
     }
 
