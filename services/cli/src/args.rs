@@ -187,6 +187,10 @@ pub struct FirmwareArgs {
     /// Image per component type: `<type>=<uri>@<version>` (repeatable).
     #[arg(long = "image", required = true)]
     pub images: Vec<String>,
+    /// Allow an upgrade to install an older version than a component has
+    /// (or a downgrade a newer one).
+    #[arg(long)]
+    pub allow_version_change: bool,
     /// Targets.
     #[command(flatten)]
     pub target: TargetArgs,

@@ -101,6 +101,7 @@ fn request(
         conflict,
         override_readiness: target.override_readiness,
         readiness_timeout_seconds: Some(readiness_timeout.as_secs()),
+        allow_version_change: false,
         not_before: time_arg("--not-before", target.not_before.as_deref())?,
         not_after: time_arg("--not-after", target.not_after.as_deref())?,
     })
@@ -261,7 +262,10 @@ pub async fn firmware(settings: &Settings, out: Output, args: &FirmwareArgs) -> 
                 },
             );
         }
-        request(&args.target, args.action.operation(), images)
+        Ok(TaskSubmit {
+            allow_version_change: args.allow_version_change,
+            ..request(&args.target, args.action.operation(), images)?
+        })
     };
     match build() {
         Ok(body) => submit(settings, out, &args.target, body).await,

@@ -37,6 +37,16 @@ async fn apply_and_save(
     if t.changed(state) {
         tx.save(state, &t.state).await?;
         tx.outbox(&t.effects).await?;
+        for effect in &t.effects {
+            if let Effect::FirmwareInstalled {
+                rack,
+                components,
+                version,
+            } = effect
+            {
+                tx.record_firmware(*rack, components, version).await?;
+            }
+        }
     }
     Ok(t)
 }

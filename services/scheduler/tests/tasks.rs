@@ -987,6 +987,88 @@ async fn a_stopping_worker_hands_its_job_back_and_another_finishes_it() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_upgrade_records_the_version_and_one_to_an_older_version_needs_allowing() {
+    let env = Env::new(InitialPower::On).await;
+    env.ok("rule.create", json!({"name": "fw", "operation_type": "firmware_control", "operation": "upgrade",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}}]}})).await;
+    env.ok("rule.create", json!({"name": "fw down", "operation_type": "firmware_control", "operation": "downgrade",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}}]}})).await;
+    let image = |v: &str| json!({"Compute": {"image_uri": format!("http://images.local/bmc-{v}.bin"), "version": v}});
+    let inventory = || async {
+        let rack = env.ok("rack.get", json!({"rack": "rack-01"})).await;
+        rack["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["type"] == "Compute")
+            .map(|c| c["firmware_version"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let task = env
+        .submit_task(
+            "up",
+            "upgrade",
+            json!({"component_types": ["Compute"], "firmware": image("26.02")}),
+        )
+        .await;
+    assert_eq!(env.finish(&task).await["status"], "completed");
+    assert_eq!(
+        inventory().await,
+        ["26.02"; 4],
+        "the inventory records what was installed"
+    );
+
+    // An "upgrade" to an older version is refused, naming each tray.
+    let refused = env
+        .submit(
+            "older",
+            "upgrade",
+            json!({"component_types": ["Compute"], "firmware": image("25.10")}),
+        )
+        .await;
+    assert_eq!(
+        refused["error"]["message"], "the images would move components' firmware the wrong way",
+        "{refused}"
+    );
+    let details = refused["error"]["details"].as_array().unwrap();
+    assert_eq!(details.len(), 4, "{refused}");
+    assert_eq!(
+        details[0],
+        "compute-01: has 26.02; upgrade to 25.10 would move it the wrong way (allow with allow_version_change, --allow-version-change)"
+    );
+    // A downgrade to a newer version likewise.
+    let refused = env
+        .submit(
+            "newer",
+            "downgrade",
+            json!({"component_types": ["Compute"], "firmware": image("26.04")}),
+        )
+        .await;
+    assert!(
+        refused["error"]["details"][0]
+            .as_str()
+            .unwrap()
+            .contains("downgrade to 26.04"),
+        "{refused}"
+    );
+    // Allowed, it runs.
+    let task = env
+        .submit_task(
+            "allowed",
+            "upgrade",
+            json!({"component_types": ["Compute"], "firmware": image("25.10"), "allow_version_change": true}),
+        )
+        .await;
+    assert_eq!(env.finish(&task).await["status"], "completed");
+    assert_eq!(inventory().await, ["25.10"; 4]);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_firmware_task_that_could_not_finish_is_refused_before_anything_is_flashed() {
     let env = Env::new(InitialPower::On).await;
     env.ok("rule.create", json!({"name": "fw", "operation_type": "firmware_control", "operation": "upgrade",

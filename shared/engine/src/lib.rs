@@ -31,6 +31,7 @@ pub mod images;
 pub mod job;
 pub mod lifecycle;
 pub mod plan;
+pub mod versions;
 
 pub use checkpoint::Checkpoint;
 pub use clock::{Clock, SystemClock};

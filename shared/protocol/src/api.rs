@@ -483,6 +483,10 @@ pub struct TaskSubmit {
     /// ready before it fails naming them (default 1800).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub readiness_timeout_seconds: Option<u64>,
+    /// Allow a firmware upgrade to install an older version than a
+    /// component has (or a downgrade a newer one); refused otherwise.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_version_change: bool,
     /// Start no earlier than this (RFC 3339): until then the task waits
     /// without holding its components.
     #[serde(
@@ -621,6 +625,7 @@ impl TaskSubmit {
             conflict: ConflictStrategy::default(),
             override_readiness: false,
             readiness_timeout_seconds: None,
+            allow_version_change: false,
             not_before: None,
             not_after: None,
         }

@@ -320,6 +320,8 @@ impl Next {
         step.calls = result.calls;
         step.finished_ms = Some(now);
         let stage = step.stage;
+        let component_type = step.component_type;
+        self.firmware_installed(step_index, component_type, &result.components);
         self.emit(TaskEventKind::StepFinished {
             stage,
             step_index,
@@ -340,6 +342,42 @@ impl Next {
             _ => self.advance(stage)?,
         }
         Ok(())
+    }
+
+    /// The components a firmware step finished carry its image's version
+    /// now (also when the step failed on others).
+    fn firmware_installed(
+        &mut self,
+        step_index: u32,
+        component_type: flow_rules::ComponentType,
+        results: &std::collections::BTreeMap<String, flow_protocol::jobs::ComponentResult>,
+    ) {
+        let flashes = self.state.plan.job(step_index).is_some_and(|job| {
+            job.step
+                .actions()
+                .any(|a| matches!(a, flow_rules::Action::FirmwareControl { .. }))
+        });
+        let Some(version) = self
+            .state
+            .plan
+            .firmware
+            .get(&component_type)
+            .and_then(|image| image.version.clone())
+        else {
+            return;
+        };
+        let components: Vec<String> = results
+            .iter()
+            .filter(|(_, r)| r.status == flow_protocol::ComponentOutcome::Done)
+            .map(|(name, _)| name.clone())
+            .collect();
+        if flashes && !components.is_empty() {
+            self.effects.push(Effect::FirmwareInstalled {
+                rack: self.state.rack,
+                components,
+                version,
+            });
+        }
     }
 
     /// After a step of `stage` completed: wait for its siblings, then start

@@ -64,7 +64,8 @@ impl Event {
 
 /// What the world must do because of a transition. The store writes the
 /// first three to the outbox in the transaction that saves the new state;
-/// the scheduler handles [`Effect::PromoteNext`] in the same transaction.
+/// the scheduler handles [`Effect::PromoteNext`] and
+/// [`Effect::FirmwareInstalled`] in the same transaction.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Effect {
     /// Queue a step job on `flow.jobs.<type>` (boxed: a job carries its
@@ -77,6 +78,16 @@ pub enum Effect {
     /// The task let go of its rack: the oldest task waiting for it may
     /// start (and waiting tasks past their time expire).
     PromoteNext(RackId),
+    /// These components of the rack now run this firmware version (a
+    /// firmware step finished them): the inventory records it.
+    FirmwareInstalled {
+        /// The rack.
+        rack: RackId,
+        /// The components, by name.
+        components: Vec<String>,
+        /// The version installed.
+        version: String,
+    },
 }
 
 /// A task's new state and the effects of getting there.

@@ -165,6 +165,25 @@ impl TaskTx {
             .collect()
     }
 
+    /// Records that these components of `rack` now run `version`.
+    pub async fn record_firmware(
+        &mut self,
+        rack: RackId,
+        components: &[String],
+        version: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "UPDATE components SET firmware_version = $3, updated_at = now() \
+             WHERE rack_id = $1 AND name = ANY($2)",
+        )
+        .bind(rack.as_uuid())
+        .bind(components)
+        .bind(version)
+        .execute(&mut *self.tx)
+        .await?;
+        Ok(())
+    }
+
     /// Stores a new task in the state its submission left it, with its
     /// steps.
     pub async fn insert(&mut self, new: &NewTask, state: &TaskState) -> Result<(), StoreError> {

@@ -36,7 +36,7 @@ impl OutboxMessage {
                 (event.subject(), msg_id, serde_json::to_value(event))
             }
             Effect::CancelMark(mark) => (mark.subject(), mark.msg_id(), serde_json::to_value(mark)),
-            Effect::PromoteNext(_) => return None,
+            Effect::PromoteNext(_) | Effect::FirmwareInstalled { .. } => return None,
         };
         Some(
             payload

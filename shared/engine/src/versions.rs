@@ -1,0 +1,129 @@
+//! Firmware versions compared, so that an upgrade that would install an
+//! older version (or a downgrade a newer one) is refused at submission
+//! unless the operator allows it (docs/architecture.md, "Firmware version
+//! checks").
+
+use std::cmp::Ordering;
+
+use flow_rules::{FirmwareOperation, OperationCode};
+
+/// One run of a version: digits compare as numbers, anything else as text.
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Part<'a> {
+    Number(u64),
+    Text(&'a str),
+}
+
+fn parts(version: &str) -> Vec<Part<'_>> {
+    let mut out = Vec::new();
+    let mut rest = version.trim();
+    while let Some(c) = rest.chars().next() {
+        let digits = c.is_ascii_digit();
+        let end = rest
+            .find(|x: char| x.is_ascii_digit() != digits || matches!(x, '.' | '-' | '_'))
+            .unwrap_or(rest.len())
+            .max(1);
+        let (run, tail) = rest.split_at(end);
+        rest = tail;
+        if matches!(run, "." | "-" | "_") {
+            continue;
+        }
+        out.push(match run.parse::<u64>() {
+            Ok(n) if digits => Part::Number(n),
+            _ => Part::Text(run),
+        });
+    }
+    out
+}
+
+/// How `a` compares with `b` (`25.06-2` < `25.10` < `26.02`); `None` when
+/// either is empty (not known).
+pub fn compare(a: &str, b: &str) -> Option<Ordering> {
+    if a.trim().is_empty() || b.trim().is_empty() {
+        return None;
+    }
+    Some(parts(a).cmp(&parts(b)))
+}
+
+/// A component whose version would move the wrong way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WrongWay {
+    /// The component's name.
+    pub component: String,
+    /// What it has.
+    pub installed: String,
+    /// What the task would install.
+    pub target: String,
+}
+
+/// The components (name, installed version) that `operation` to `target`
+/// would move the wrong way: an upgrade to an older version, a downgrade
+/// to a newer one. Rollbacks and unknown installed versions are not
+/// checked; the same version is an update that is skipped, not a change.
+pub fn wrong_way<'a>(
+    operation: OperationCode,
+    target: &str,
+    components: impl IntoIterator<Item = (&'a str, &'a str)>,
+) -> Vec<WrongWay> {
+    let wrong = match operation {
+        OperationCode::Firmware(FirmwareOperation::Upgrade) => Ordering::Greater,
+        OperationCode::Firmware(FirmwareOperation::Downgrade) => Ordering::Less,
+        _ => return Vec::new(),
+    };
+    components
+        .into_iter()
+        .filter(|(_, installed)| compare(installed, target) == Some(wrong))
+        .map(|(component, installed)| WrongWay {
+            component: component.to_owned(),
+            installed: installed.to_owned(),
+            target: target.to_owned(),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_compare_by_their_numbers() {
+        assert_eq!(compare("25.06-2", "25.10"), Some(Ordering::Less));
+        assert_eq!(compare("26.02", "25.10"), Some(Ordering::Greater));
+        assert_eq!(compare("26.2", "26.02"), Some(Ordering::Equal));
+        assert_eq!(compare("1.10.0", "1.9.9"), Some(Ordering::Greater));
+        assert_eq!(
+            compare("88.0002.1333", "88.0002.1334"),
+            Some(Ordering::Less)
+        );
+        assert_eq!(compare("2.0-rc1", "2.0-rc2"), Some(Ordering::Less));
+        assert_eq!(compare("", "1.0"), None);
+    }
+
+    #[test]
+    fn only_moves_the_wrong_way_are_named() {
+        let installed = [
+            ("c1", "26.02"),
+            ("c2", "25.06-2"),
+            ("c3", ""),
+            ("c4", "25.10"),
+        ];
+        let upgrade = wrong_way("upgrade".parse().unwrap(), "25.10", installed);
+        assert_eq!(
+            upgrade,
+            [WrongWay {
+                component: "c1".into(),
+                installed: "26.02".into(),
+                target: "25.10".into()
+            }]
+        );
+        let downgrade = wrong_way("downgrade".parse().unwrap(), "25.10", installed);
+        assert_eq!(
+            downgrade
+                .iter()
+                .map(|w| w.component.as_str())
+                .collect::<Vec<_>>(),
+            ["c2"]
+        );
+        assert!(wrong_way("rollback".parse().unwrap(), "1", installed).is_empty());
+    }
+}
