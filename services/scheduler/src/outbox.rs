@@ -89,41 +89,40 @@ impl TaskService {
                 () = self.poke.notified() => false,
                 _ = tick.tick() => true,
             };
+            if swept {
+                self.sweep(&mut last_readiness_check).await;
+            }
+            // After the sweeps: what they queued (promoted tasks' jobs,
+            // cancel marks) goes out in this round.
             if let Err(error) = self.publish_outbox().await {
                 tracing::warn!(error = %ErrorChain(&error), "outbox publish failed; will retry");
             }
-            if !swept {
-                continue;
+        }
+    }
+
+    /// The queue, readiness and deadline sweeps (each logs its own
+    /// failure and the others go on); what they write to the outbox is
+    /// published right after them.
+    async fn sweep(&self, last_readiness_check: &mut tokio::time::Instant) {
+        if let Err(error) = self.sweep_queues().await {
+            tracing::warn!(error = %ErrorChain(&error), "queue sweep failed");
+        }
+        if last_readiness_check.elapsed() >= READINESS_POLL {
+            *last_readiness_check = tokio::time::Instant::now();
+            if let Err(error) = self.check_readiness().await {
+                tracing::warn!(error = %ErrorChain(&error), "readiness sweep failed");
             }
-            if let Err(error) = self.sweep_queues().await {
-                tracing::warn!(error = %ErrorChain(&error), "queue sweep failed");
-            }
-            if last_readiness_check.elapsed() >= READINESS_POLL {
-                last_readiness_check = tokio::time::Instant::now();
-                match self.check_readiness().await {
-                    Ok(0) => {}
-                    // Their jobs or ends are on the outbox.
-                    Ok(_) => self.poke(),
-                    Err(error) => {
-                        tracing::warn!(error = %ErrorChain(&error), "readiness sweep failed");
-                    }
+        }
+        match self.fail_overdue().await {
+            Ok(failed) => {
+                self.metrics
+                    .deadline_failures
+                    .inc_by(u64::try_from(failed.len()).unwrap_or(u64::MAX));
+                for task in &failed {
+                    tracing::warn!(task_id = %task, "step past its deadline: task failed");
                 }
             }
-            match self.fail_overdue().await {
-                Ok(failed) => {
-                    self.metrics
-                        .deadline_failures
-                        .inc_by(u64::try_from(failed.len()).unwrap_or(u64::MAX));
-                    for task in &failed {
-                        tracing::warn!(task_id = %task, "step past its deadline: task failed");
-                    }
-                    if !failed.is_empty() {
-                        // Their cancel marks are on the outbox.
-                        self.poke();
-                    }
-                }
-                Err(error) => tracing::warn!(error = %ErrorChain(&error), "deadline sweep failed"),
-            }
+            Err(error) => tracing::warn!(error = %ErrorChain(&error), "deadline sweep failed"),
         }
     }
 }

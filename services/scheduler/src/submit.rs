@@ -132,8 +132,18 @@ impl TaskService {
 
     async fn targets(&self, request: &TaskSubmit) -> Result<Targets, ApiError> {
         let mut targets = Targets::default();
+        let by_more = !request.labels.is_empty() || !request.components.is_empty();
         for rack in &request.racks {
-            targets.add(rack.clone(), Scope::Whole);
+            // Labels and components name racks by name: a rack given by ID
+            // too is the same rack, not a second target.
+            let rack = match rack.as_id() {
+                Some(_) if by_more => match self.store.get_rack(rack).await {
+                    Ok(record) => RackRef(record.name),
+                    Err(_) => rack.clone(),
+                },
+                _ => rack.clone(),
+            };
+            targets.add(rack, Scope::Whole);
         }
         if !request.labels.is_empty() {
             let racks = self

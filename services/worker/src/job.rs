@@ -242,6 +242,7 @@ fn result(
                             .clone()
                             .or_else(|| actions.iter().rev().find_map(|a| a.error.clone())),
                         actions,
+                        installed_version: cp.installed.get(name).cloned(),
                     },
                 )
             })

@@ -44,6 +44,9 @@ pub struct ComponentState {
     pub poll_deadline_ms: Option<u64>,
     /// Since when status calls have failed without a break (epoch ms).
     pub failing_since_ms: Option<u64>,
+    /// The firmware version a finished `FirmwareControl` left it with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_version: Option<String>,
 }
 
 impl Checkpoint {
@@ -71,6 +74,7 @@ impl ComponentState {
             firmware_job: None,
             poll_deadline_ms: None,
             failing_since_ms: None,
+            installed_version: None,
         }
     }
 }
@@ -115,4 +119,8 @@ pub struct Checkpoint {
     pub history: BTreeMap<String, Vec<ActionCalls>>,
     /// Finished actions.
     pub finished: Vec<ActionRecord>,
+    /// The firmware version each component's finished `FirmwareControl`
+    /// left it with (kept across actions: what the inventory records).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub installed: BTreeMap<String, String>,
 }

@@ -444,6 +444,9 @@ async fn per_component(
                     Call::Done(result) => {
                         state.status = ComponentStatus::Done;
                         cp.results.insert(name.clone(), result);
+                        if let Some(version) = state.installed_version.clone() {
+                            cp.installed.insert(name.clone(), version);
+                        }
                     }
                     Call::Again(at) => state.next_at_ms = at.saturating_add(spent),
                     Call::Fail(error) => {
@@ -671,6 +674,7 @@ async fn one_call(
                 };
                 return match timed(limit, manager.firmware_update(target, &request)).await {
                     Ok(FirmwareStart::AlreadyInstalled { version }) => {
+                        state.installed_version = Some(version.clone());
                         Call::Done(format!("already at {version}"))
                     }
                     Ok(FirmwareStart::Started(fw)) => {
@@ -686,6 +690,7 @@ async fn one_call(
             let deadline = state.poll_deadline_ms.unwrap_or(now);
             match timed(limit, manager.firmware_status(target, Some(&fw_job))).await {
                 Ok(s) if s.state == FirmwareState::Completed => {
+                    state.installed_version = fw_job.expected_version.clone();
                     Call::Done(match &fw_job.expected_version {
                         Some(v) => format!("installed {v}"),
                         None => "update completed".to_owned(),

@@ -7,42 +7,73 @@ use std::cmp::Ordering;
 
 use flow_rules::{FirmwareOperation, OperationCode};
 
-/// One run of a version: digits compare as numbers, anything else as text.
+/// One run of a version: digits compare as numbers (of any length),
+/// anything else as text; a number sorts before text.
 #[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
 enum Part<'a> {
-    Number(u64),
+    /// Digits without leading zeros ("" is 0), by length, then digits.
+    Number(usize, &'a str),
     Text(&'a str),
 }
 
 fn parts(version: &str) -> Vec<Part<'_>> {
     let mut out = Vec::new();
     let mut rest = version.trim();
+    rest = rest
+        .strip_prefix(['v', 'V'])
+        .filter(|r| r.starts_with(|c: char| c.is_ascii_digit()))
+        .unwrap_or(rest);
     while let Some(c) = rest.chars().next() {
-        let digits = c.is_ascii_digit();
-        let end = rest
-            .find(|x: char| x.is_ascii_digit() != digits || matches!(x, '.' | '-' | '_'))
-            .unwrap_or(rest.len())
-            .max(1);
-        let (run, tail) = rest.split_at(end);
-        rest = tail;
-        if matches!(run, "." | "-" | "_") {
+        if matches!(c, '.' | '-' | '_' | '+') {
+            rest = &rest[1..];
             continue;
         }
-        out.push(match run.parse::<u64>() {
-            Ok(n) if digits => Part::Number(n),
-            _ => Part::Text(run),
+        let digits = c.is_ascii_digit();
+        let end = rest
+            .find(|x: char| x.is_ascii_digit() != digits || matches!(x, '.' | '-' | '_' | '+'))
+            .unwrap_or(rest.len());
+        let (run, tail) = rest.split_at(end);
+        rest = tail;
+        out.push(if digits {
+            let n = run.trim_start_matches('0');
+            Part::Number(n.len(), n)
+        } else {
+            Part::Text(run)
         });
     }
     out
 }
 
-/// How `a` compares with `b` (`25.06-2` < `25.10` < `26.02`); `None` when
-/// either is empty (not known).
+/// How `a` compares with `b` (`25.06-2` < `25.10` < `26.02`, `1.0` =
+/// `1.0.0`, `2.0-rc1` < `2.0`, `v26.02` = `26.02`); `None` when either is
+/// empty (not known).
 pub fn compare(a: &str, b: &str) -> Option<Ordering> {
     if a.trim().is_empty() || b.trim().is_empty() {
         return None;
     }
-    Some(parts(a).cmp(&parts(b)))
+    let (a, b) = (parts(a), parts(b));
+    // The numbers first, trailing zeros aside; then a release sorts after
+    // its pre-releases (a text suffix), and suffixes compare run by run.
+    let split = |p: &[Part<'_>]| -> usize {
+        p.iter()
+            .position(|x| matches!(x, Part::Text(_)))
+            .unwrap_or(p.len())
+    };
+    let (na, nb) = (split(&a), split(&b));
+    let core = |p: &[Part<'_>]| -> usize {
+        p.iter()
+            .rposition(|x| *x != Part::Number(0, ""))
+            .map_or(0, |i| i + 1)
+    };
+    let by_numbers = a[..core(&a[..na])].cmp(&b[..core(&b[..nb])]);
+    Some(
+        by_numbers.then_with(|| match (na == a.len(), nb == b.len()) {
+            (true, true) => Ordering::Equal,
+            (true, false) => Ordering::Greater,
+            (false, true) => Ordering::Less,
+            (false, false) => a[na..].cmp(&b[nb..]),
+        }),
+    )
 }
 
 /// A component whose version would move the wrong way.
@@ -96,6 +127,15 @@ mod tests {
             Some(Ordering::Less)
         );
         assert_eq!(compare("2.0-rc1", "2.0-rc2"), Some(Ordering::Less));
+        assert_eq!(compare("2.0-rc1", "2.0"), Some(Ordering::Less));
+        assert_eq!(compare("1.0.0", "1.0"), Some(Ordering::Equal));
+        assert_eq!(compare("v25.10", "26.02"), Some(Ordering::Less));
+        assert_eq!(compare("v26.02", "26.02"), Some(Ordering::Equal));
+        assert_eq!(
+            compare("1.123456789012345678901234567890", "1.99"),
+            Some(Ordering::Greater)
+        );
+        assert_eq!(compare("25.06", "25.06-2"), Some(Ordering::Less));
         assert_eq!(compare("", "1.0"), None);
     }
 

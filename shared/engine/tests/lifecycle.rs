@@ -139,6 +139,7 @@ fn result_gen(state: &TaskState, step_index: u32, generation: u32, outcome: Step
                         attempts: 1,
                         error: None,
                         actions: Vec::new(),
+                        installed_version: None,
                     },
                 )
             })
@@ -578,6 +579,74 @@ fn a_task_waits_for_its_window_and_fails_when_it_ends_unstarted() {
     // A promotion after the end fails it too, and nothing is queued.
     let late = ok(&queued.state, Event::Promoted, T0 + 25_000);
     assert_eq!(late.state.status, TaskStatus::Failed);
+    assert!(jobs(&late).is_empty());
+}
+
+#[test]
+fn components_a_firmware_action_finished_are_recorded_with_their_version() {
+    let s = running();
+    let Event::StepResult(mut message) = result(&s, 0, StepOutcome::Completed) else {
+        unreachable!()
+    };
+    // The first component was flashed, the second was already at another
+    // version; a component whose firmware action never finished (none
+    // here) would not be named.
+    let mut names = message
+        .components
+        .keys()
+        .cloned()
+        .collect::<Vec<_>>()
+        .into_iter();
+    let (a, b) = (names.next().unwrap(), names.next().unwrap());
+    message.components.get_mut(&a).unwrap().installed_version = Some("26.02".into());
+    message.components.get_mut(&b).unwrap().installed_version = Some("26.01".into());
+    let t = ok(&s, Event::StepResult(message), T0 + 1);
+    let installed: Vec<(Vec<String>, String)> = t
+        .effects
+        .iter()
+        .filter_map(|e| match e {
+            Effect::FirmwareInstalled {
+                components,
+                version,
+                ..
+            } => Some((components.clone(), version.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        installed,
+        [(vec![b], "26.01".to_owned()), (vec![a], "26.02".to_owned())]
+    );
+    // A power step's result records nothing.
+    let t = ok(&s, result(&s, 0, StepOutcome::Completed), T0 + 1);
+    assert!(
+        !t.effects
+            .iter()
+            .any(|e| matches!(e, Effect::FirmwareInstalled { .. }))
+    );
+}
+
+#[test]
+fn a_readiness_wait_never_outlasts_the_window() {
+    let mut s = planned_gated();
+    let mut plan = (*s.plan).clone();
+    plan.window = Window {
+        not_before_ms: None,
+        not_after_ms: Some(T0 + 5_000),
+    };
+    s.plan = Arc::new(plan);
+    let held = ok(&s, Event::Submitted(Admission::Start), T0).state;
+    assert_eq!(
+        held.readiness_until_ms,
+        Some(T0 + 5_000),
+        "capped at the end"
+    );
+    // Ready only after the end: it does not start.
+    let late = ok(&held, Event::ReadinessChecked(Vec::new()), T0 + 5_000);
+    assert_eq!(
+        finished_event(&late),
+        Some((TaskStatus::Failed, WINDOW_ENDED.to_owned()))
+    );
     assert!(jobs(&late).is_empty());
 }
 

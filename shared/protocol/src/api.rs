@@ -573,8 +573,10 @@ impl TaskSubmit {
                 crate::readiness::MAX_WAIT_SECONDS
             ));
         }
+        // Compared as stored, to the millisecond.
+        let ms = crate::task::timestamp::to_ms;
         if let (Some(start), Some(end)) = (self.not_before, self.not_after)
-            && start >= end
+            && ms(start) >= ms(end)
         {
             return bad(format!(
                 "not_after: must be later than not_before ({})",

@@ -381,6 +381,10 @@ pub struct ComponentResult {
     /// Its calls action by action.
     #[serde(default)]
     pub actions: Vec<ActionCalls>,
+    /// The firmware version its `FirmwareControl` left it with (it was
+    /// flashed, or already had it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed_version: Option<String>,
 }
 
 /// The calls one action made for one component, for the record.

@@ -159,7 +159,15 @@ impl Next {
         self.state.status = TaskStatus::Running;
         self.state.queue_expires_ms = None;
         if let Some(wait) = self.state.plan.readiness_wait_ms {
-            self.state.readiness_until_ms = Some(self.now_ms.saturating_add(wait));
+            // Never past the window's end: a task not started by then fails.
+            let until = self.now_ms.saturating_add(wait);
+            let until = self
+                .state
+                .plan
+                .window
+                .not_after_ms
+                .map_or(until, |end| until.min(end));
+            self.state.readiness_until_ms = Some(until);
             self.state.message = CHECKING_READINESS.to_owned();
             return Ok(());
         }
@@ -181,10 +189,19 @@ impl Next {
             // Not gated (any more): a late or repeated check.
             return Ok(());
         };
+        if self.state.plan.window.ended_at(self.now_ms) {
+            self.finish(TaskStatus::Failed, WINDOW_ENDED, false);
+            return Ok(());
+        }
         if not_ready.is_empty() {
             self.state.readiness_until_ms = None;
             self.state.message.clear();
-            return self.start_first_stage();
+            // A plan that cannot build its first jobs ends the task here:
+            // refused, the task would stay held, holding its components.
+            if let Err(error) = self.start_first_stage() {
+                self.finish(TaskStatus::Failed, &error.to_string(), false);
+            }
+            return Ok(());
         }
         let names = not_ready
             .iter()
@@ -320,8 +337,7 @@ impl Next {
         step.calls = result.calls;
         step.finished_ms = Some(now);
         let stage = step.stage;
-        let component_type = step.component_type;
-        self.firmware_installed(step_index, component_type, &result.components);
+        self.firmware_installed(&result.components);
         self.emit(TaskEventKind::StepFinished {
             stage,
             step_index,
@@ -344,38 +360,25 @@ impl Next {
         Ok(())
     }
 
-    /// The components a firmware step finished carry its image's version
-    /// now (also when the step failed on others).
+    /// The components whose `FirmwareControl` finished (flashed, or found
+    /// already at the version) run that version now — also when the step
+    /// then failed in a later action or on other components.
     fn firmware_installed(
         &mut self,
-        step_index: u32,
-        component_type: flow_rules::ComponentType,
         results: &std::collections::BTreeMap<String, flow_protocol::jobs::ComponentResult>,
     ) {
-        let flashes = self.state.plan.job(step_index).is_some_and(|job| {
-            job.step
-                .actions()
-                .any(|a| matches!(a, flow_rules::Action::FirmwareControl { .. }))
-        });
-        let Some(version) = self
-            .state
-            .plan
-            .firmware
-            .get(&component_type)
-            .and_then(|image| image.version.clone())
-        else {
-            return;
-        };
-        let components: Vec<String> = results
-            .iter()
-            .filter(|(_, r)| r.status == flow_protocol::ComponentOutcome::Done)
-            .map(|(name, _)| name.clone())
-            .collect();
-        if flashes && !components.is_empty() {
+        let mut by_version: std::collections::BTreeMap<&str, Vec<String>> =
+            std::collections::BTreeMap::new();
+        for (name, r) in results {
+            if let Some(version) = r.installed_version.as_deref() {
+                by_version.entry(version).or_default().push(name.clone());
+            }
+        }
+        for (version, components) in by_version {
             self.effects.push(Effect::FirmwareInstalled {
                 rack: self.state.rack,
                 components,
-                version,
+                version: version.to_owned(),
             });
         }
     }

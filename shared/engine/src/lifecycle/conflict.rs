@@ -174,6 +174,9 @@ pub enum Conflict {
     Decommission,
     /// One task's operation is unknown (an unreadable row).
     Unknown,
+    /// No row matches, but they share a component (Flow's own rule: the
+    /// reference lets two tasks on one ToR switch, UMS or CDU run at once).
+    SharedComponent,
 }
 
 impl fmt::Display for Conflict {
@@ -182,6 +185,7 @@ impl fmt::Display for Conflict {
             Conflict::Rule(rule) => rule.fmt(f),
             Conflict::Decommission => f.write_str("a decommission holds the whole rack"),
             Conflict::Unknown => f.write_str("the other task's operation is unknown"),
+            Conflict::SharedComponent => f.write_str("they share a component"),
         }
     }
 }
@@ -203,6 +207,7 @@ pub fn conflict(x: &Footprint, y: &Footprint) -> Option<Conflict> {
             sides && (!rule.overlap || x.overlaps(y))
         })
         .map(|rule| Conflict::Rule(*rule))
+        .or_else(|| x.overlaps(y).then_some(Conflict::SharedComponent))
 }
 
 #[cfg(test)]
@@ -277,6 +282,18 @@ mod tests {
             conflict(&Footprint::default(), &compute),
             Some(Conflict::Unknown)
         );
+    }
+
+    #[test]
+    fn any_two_tasks_on_one_component_conflict() {
+        let cdu = task("power_off", &[(ComponentType::Cdu, "cdu-1")]);
+        let cdu_firmware = task("upgrade", &[(ComponentType::Cdu, "cdu-1")]);
+        let other_cdu = task("power_on", &[(ComponentType::Cdu, "cdu-2")]);
+        assert_eq!(
+            conflict(&cdu, &cdu_firmware),
+            Some(Conflict::SharedComponent)
+        );
+        assert_eq!(conflict(&cdu, &other_cdu), None);
     }
 
     #[test]
