@@ -96,17 +96,24 @@ async fn a_task_waits_for_components_that_are_not_ready_then_runs() {
         held["steps"][0]["status"], "pending",
         "nothing started: {held:#}"
     );
-    // A sweep or two later it still holds, and nothing was commanded.
+    // A second tray goes into use: the next sweep names both and the task
+    // still holds, with nothing commanded.
+    set_status(&env, "rack-01/compute-02", "in-use").await;
     env.until_task(
         &task,
-        "the task stopped waiting",
+        "no sweep named the second tray",
         Duration::from_secs(15),
-        |t| t["status"] == "running",
+        |t| {
+            t["message"]
+                == "waiting for components to be ready: compute-01 (maintenance), compute-02 (in_use)"
+        },
     )
     .await;
+    assert_eq!(env.task(&task).await["status"], "running");
     assert_eq!(commands(&env), 0);
 
     set_status(&env, "compute-01", "ready").await;
+    set_status(&env, "compute-02", "ready").await;
     let done = env.finish(&task).await;
     assert_eq!(done["status"], "completed", "{done:#}");
     assert_eq!(done["message"], "");
