@@ -26,43 +26,6 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{api_error, store_error};
 use crate::service::TaskService;
 
-/// Each planned component an upgrade would move to an older version (or a
-/// downgrade to a newer one), by the versions the inventory last knew.
-fn version_moves(
-    operation: flow_rules::OperationCode,
-    record: &flow_protocol::api::RackRecord,
-    planned: &flow_engine::plan::Plan,
-    images: &std::collections::BTreeMap<ComponentType, flow_protocol::jobs::FirmwareImage>,
-) -> Vec<String> {
-    let mut problems = Vec::new();
-    for (component_type, targets) in &planned.components {
-        let Some(target) = images
-            .get(component_type)
-            .and_then(|i| i.version.as_deref())
-        else {
-            continue;
-        };
-        let installed = targets.iter().filter_map(|t| {
-            record
-                .components
-                .iter()
-                .find(|c| c.name == t.name)
-                .map(|c| (c.name.as_str(), c.firmware_version.as_str()))
-        });
-        problems.extend(
-            flow_engine::versions::wrong_way(operation, target, installed)
-                .into_iter()
-                .map(|w| {
-                format!(
-                    "{}: has {}; {operation} to {} would move it the wrong way (allow with allow_version_change, --allow-version-change)",
-                    w.component, w.installed, w.target
-                )
-            }),
-        );
-    }
-    problems
-}
-
 /// The racks a submission targets, in the order named: explicit racks,
 /// then racks by label, then the racks of individual components. A rack is
 /// targeted whole, or only at the components named in it.
@@ -253,13 +216,18 @@ impl TaskService {
                 )
             })?;
         if !request.allow_version_change {
-            let problems = version_moves(operation, &record, &planned, &request.firmware);
-            if !problems.is_empty() {
-                return Err(ApiError::invalid(
-                    "the images would move components' firmware the wrong way",
-                    problems,
-                ));
-            }
+            let installed = record
+                .components
+                .iter()
+                .map(|c| (c.name.as_str(), c.firmware_version.as_str()))
+                .collect();
+            flow_engine::versions::check(operation, &planned, &installed, &request.firmware)
+                .map_err(|problems| {
+                    ApiError::invalid(
+                        "the images would move components' firmware the wrong way",
+                        problems,
+                    )
+                })?;
         }
         let task_plan = Arc::new(TaskPlan {
             operation,

@@ -21,19 +21,38 @@ use crate::service::TaskService;
 /// task that fails at once with nothing to do hands the rack on again).
 const MAX_PROMOTIONS: usize = queue::MAX_WAITING_PER_RACK + 1;
 
-/// Applies `event` to the locked `state`, saves the new state and writes
-/// the effects that are messages.
+/// `event` applied to `state` at the transaction's time. A transition into
+/// the readiness gate (a task just started or promoted) is followed at once
+/// by a check of the task's components, so ready ones start in the same
+/// transaction.
+async fn decide(
+    tx: &mut TaskTx,
+    state: &TaskState,
+    event: &Event,
+) -> Result<Transition, SchedulerError> {
+    let lifecycle_error = |source| SchedulerError::Lifecycle {
+        task: state.id,
+        source,
+    };
+    let mut t = lifecycle::apply(state, event, tx.now_ms()).map_err(lifecycle_error)?;
+    if state.readiness_until_ms.is_none() && t.state.readiness_until_ms.is_some() {
+        let not_ready = tx.not_ready(&t.state).await?;
+        let checked = lifecycle::apply(&t.state, &Event::ReadinessChecked(not_ready), tx.now_ms())
+            .map_err(lifecycle_error)?;
+        t.effects.extend(checked.effects);
+        t.state = checked.state;
+    }
+    Ok(t)
+}
+
+/// Applies `event` to the locked `state` ([`decide`]), saves the new state
+/// and writes the effects that are messages.
 async fn apply_and_save(
     tx: &mut TaskTx,
     state: &TaskState,
     event: &Event,
 ) -> Result<Transition, SchedulerError> {
-    let t = lifecycle::apply(state, event, tx.now_ms()).map_err(|source| {
-        SchedulerError::Lifecycle {
-            task: state.id,
-            source,
-        }
-    })?;
+    let t = decide(tx, state, event).await?;
     if t.changed(state) {
         tx.save(state, &t.state).await?;
         tx.outbox(&t.effects).await?;
@@ -123,16 +142,7 @@ async fn move_waiting(
         Err(error @ StoreError::Corrupt { .. }) => return Ok(Err(error.into())),
         Err(error) => return Err(error.into()),
     };
-    let moved = async {
-        let t = apply_and_save(tx, &state, event).await?;
-        if t.state.readiness_until_ms.is_none() {
-            return Ok(t);
-        }
-        // Promoted into its readiness gate: checked at once.
-        let not_ready = tx.not_ready(&t.state).await?;
-        apply_and_save(tx, &t.state, &Event::ReadinessChecked(not_ready)).await
-    };
-    match moved.await {
+    match apply_and_save(tx, &state, event).await {
         Ok(t) => Ok(Ok(Some(t.state.status))),
         Err(error @ SchedulerError::Lifecycle { .. }) => Ok(Err(error)),
         Err(error) => Err(error),
@@ -197,21 +207,7 @@ impl TaskService {
                 )));
             }
         };
-        let lifecycle_error = |source| SchedulerError::Lifecycle {
-            task: planned.id,
-            source,
-        };
-        let mut t = lifecycle::apply(&planned, &Event::Submitted(admission), tx.now_ms())
-            .map_err(lifecycle_error)?;
-        if t.state.readiness_until_ms.is_some() {
-            // Its gate is checked at once: ready components start now.
-            let not_ready = tx.not_ready(&t.state).await?;
-            let checked =
-                lifecycle::apply(&t.state, &Event::ReadinessChecked(not_ready), tx.now_ms())
-                    .map_err(lifecycle_error)?;
-            t.effects.extend(checked.effects);
-            t.state = checked.state;
-        }
+        let t = decide(&mut tx, &planned, &Event::Submitted(admission)).await?;
         tx.insert(new, &t.state).await?;
         tx.outbox(&t.effects).await?;
         // A task that ends at once (nothing to do) hands the rack on.

@@ -4,8 +4,12 @@
 //! checks").
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
-use flow_rules::{FirmwareOperation, OperationCode};
+use flow_protocol::jobs::FirmwareImage;
+use flow_rules::{ComponentType, FirmwareOperation, OperationCode};
+
+use crate::plan::Plan;
 
 /// One run of a version: digits compare as numbers (of any length),
 /// anything else as text; a number sorts before text.
@@ -110,6 +114,41 @@ pub fn wrong_way<'a>(
             target: target.to_owned(),
         })
         .collect()
+}
+
+/// Every planned component an `operation` would move the wrong way with
+/// `images`, by `installed` (component name → the version the inventory
+/// last knew), as the refusal's details.
+pub fn check(
+    operation: OperationCode,
+    plan: &Plan,
+    installed: &BTreeMap<&str, &str>,
+    images: &BTreeMap<ComponentType, FirmwareImage>,
+) -> Result<(), Vec<String>> {
+    let mut problems = Vec::new();
+    for (component_type, targets) in &plan.components {
+        let Some(target) = images
+            .get(component_type)
+            .and_then(|i| i.version.as_deref())
+        else {
+            continue;
+        };
+        let components = targets
+            .iter()
+            .filter_map(|t| installed.get_key_value(t.name.as_str()))
+            .map(|(name, version)| (*name, *version));
+        problems.extend(wrong_way(operation, target, components).into_iter().map(|w| {
+            format!(
+                "{}: has {}; {operation} to {} would move it the wrong way (allow with allow_version_change, --allow-version-change)",
+                w.component, w.installed, w.target
+            )
+        }));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(problems)
+    }
 }
 
 #[cfg(test)]
