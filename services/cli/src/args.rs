@@ -43,8 +43,149 @@ pub enum Command {
     /// Tasks: list, show, watch, cancel.
     #[command(subcommand)]
     Task(TaskCommand),
+    /// Schedules: an operation fired at an interval, at cron times in a
+    /// time zone, or once.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// The pipeline at a glance: streams, consumers, workers, tasks by status.
     Status,
+}
+
+/// `flow schedule …`.
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Create a schedule: when it fires, then the operation as on the
+    /// command line, e.g. `--every 24h power restart --label row=B`.
+    Create(Box<ScheduleCreateArgs>),
+    /// Schedules, oldest first.
+    List {
+        /// Only schedules that are not paused.
+        #[arg(long)]
+        enabled_only: bool,
+    },
+    /// One schedule: its spec, windows, task request, next firing and
+    /// revision.
+    Get(ScheduleArg),
+    /// Stop firing (no-op when paused).
+    Pause(ScheduleArg),
+    /// Fire again, the next time counted from now.
+    Resume(ScheduleArg),
+    /// Fire now, whether paused or not (ignores the overlap policy).
+    Trigger(ScheduleArg),
+    /// Change the name, spec, time zone, overlap or windows at a revision.
+    Update(ScheduleUpdateArgs),
+    /// Delete a schedule (its tasks run on).
+    Delete(ScheduleArg),
+    /// The firings and the tasks each created, newest first.
+    History {
+        /// The schedule, by ID or name.
+        schedule: String,
+        /// At most this many firings.
+        #[arg(long, default_value_t = 20)]
+        limit: u32,
+    },
+}
+
+/// A schedule by ID or name.
+#[derive(Debug, Args)]
+pub struct ScheduleArg {
+    /// The schedule, by ID or name.
+    pub schedule: String,
+}
+
+/// When a schedule fires: exactly one of `--every`, `--cron`, `--at`.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct WhenArgs {
+    /// Every so often (Go duration, at least 1s), counted from creation.
+    #[arg(long)]
+    pub every: Option<String>,
+    /// At cron times: `minute hour day-of-month month day-of-week`, read
+    /// in --timezone.
+    #[arg(long)]
+    pub cron: Option<String>,
+    /// Once, at this time (RFC 3339; a past time fires at once).
+    #[arg(long)]
+    pub at: Option<String>,
+}
+
+/// What a firing does for a rack still busy with the previous firing's task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OverlapArg {
+    /// Leave the rack out (recorded in the history).
+    Skip,
+    /// Submit anyway, queued behind it.
+    Queue,
+}
+
+/// `flow schedule create`.
+#[derive(Debug, Args)]
+pub struct ScheduleCreateArgs {
+    /// A unique name.
+    #[arg(long)]
+    pub name: String,
+    /// When.
+    #[command(flatten)]
+    pub when: WhenArgs,
+    /// The IANA time zone cron times and windows are read in.
+    #[arg(long, default_value = "UTC")]
+    pub timezone: String,
+    /// For racks still busy with the previous firing's task.
+    #[arg(long, value_enum, default_value_t = OverlapArg::Skip)]
+    pub overlap: OverlapArg,
+    /// A maintenance window its tasks may start in (repeatable):
+    /// `"<cron> for <duration> [in <timezone>]"`, e.g. `"0 22 * * 1-5 for 6h"`.
+    #[arg(long = "window")]
+    pub windows: Vec<String>,
+    /// The operation, as on the command line.
+    #[command(subcommand)]
+    pub operation: ScheduledOperation,
+}
+
+/// The operation a schedule submits.
+#[derive(Debug, Subcommand)]
+pub enum ScheduledOperation {
+    /// A power operation.
+    Power(PowerArgs),
+    /// A firmware operation.
+    Firmware(FirmwareArgs),
+    /// Decommission.
+    Decommission(TargetArgs),
+}
+
+/// `flow schedule update`.
+#[derive(Debug, Args)]
+pub struct ScheduleUpdateArgs {
+    /// The schedule, by ID or name.
+    pub schedule: String,
+    /// The revision the change is made on (from `flow schedule get`): a
+    /// schedule changed since is refused.
+    #[arg(long)]
+    pub revision: u64,
+    /// A new name.
+    #[arg(long)]
+    pub name: Option<String>,
+    /// A new interval.
+    #[arg(long, conflicts_with_all = ["cron", "at"])]
+    pub every: Option<String>,
+    /// A new cron expression.
+    #[arg(long, conflicts_with = "at")]
+    pub cron: Option<String>,
+    /// A new one-time time.
+    #[arg(long)]
+    pub at: Option<String>,
+    /// A new time zone.
+    #[arg(long)]
+    pub timezone: Option<String>,
+    /// A new overlap policy.
+    #[arg(long, value_enum)]
+    pub overlap: Option<OverlapArg>,
+    /// New maintenance windows (repeatable; replaces them all).
+    #[arg(long = "window", conflicts_with = "no_windows")]
+    pub windows: Vec<String>,
+    /// Remove the maintenance windows.
+    #[arg(long)]
+    pub no_windows: bool,
 }
 
 /// Which racks and components an operation targets.

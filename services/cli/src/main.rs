@@ -10,6 +10,7 @@ mod input;
 mod out;
 mod remote;
 mod rule;
+mod schedule;
 mod status;
 mod summary;
 mod task;
@@ -74,6 +75,7 @@ async fn main() -> ExitCode {
         Command::Firmware(a) => task::firmware(s, out, a).await,
         Command::Decommission(a) => task::decommission(s, out, a).await,
         Command::Task(c) => task::task(s, out, c).await,
+        Command::Schedule(c) => schedule::schedule(s, out, c).await,
         Command::Status => status::status(s, out).await,
     };
     ExitCode::from(outcome as u8)

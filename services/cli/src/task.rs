@@ -225,49 +225,58 @@ async fn submit(
     outcome
 }
 
+/// The request `flow power <action>` submits.
+pub(crate) fn power_request(args: &PowerArgs) -> Result<TaskSubmit, ClientError> {
+    Ok(TaskSubmit {
+        forced: args.forced,
+        ..request(&args.target, args.action.operation(), BTreeMap::new())?
+    })
+}
+
+/// The request `flow firmware <action> --image type=uri@version` submits.
+pub(crate) fn firmware_request(args: &FirmwareArgs) -> Result<TaskSubmit, ClientError> {
+    let mut images = BTreeMap::new();
+    for spec in &args.images {
+        let (t, rest) = spec
+            .split_once('=')
+            .ok_or_else(|| bad(format!("--image {spec:?}: use <type>=<uri>@<version>")))?;
+        let t: ComponentType = t
+            .parse()
+            .map_err(|e: flow_rules::UnknownComponentType| bad(format!("--image: {e}")))?;
+        let (uri, version) = match rest.rsplit_once('@') {
+            Some((u, v)) => (u, Some(v.to_owned())),
+            None => (rest, None),
+        };
+        images.insert(
+            t,
+            FirmwareImage {
+                image_uri: uri.to_owned(),
+                version,
+            },
+        );
+    }
+    Ok(TaskSubmit {
+        allow_version_change: args.allow_version_change,
+        ..request(&args.target, args.action.operation(), images)?
+    })
+}
+
+/// The request `flow decommission` submits.
+pub(crate) fn decommission_request(args: &TargetArgs) -> Result<TaskSubmit, ClientError> {
+    request(args, OperationCode::Decommission, BTreeMap::new())
+}
+
 /// `flow power <action>`.
 pub async fn power(settings: &Settings, out: Output, args: &PowerArgs) -> Outcome {
-    match request(&args.target, args.action.operation(), BTreeMap::new()) {
-        Ok(body) => {
-            let body = TaskSubmit {
-                forced: args.forced,
-                ..body
-            };
-            submit(settings, out, &args.target, body).await
-        }
+    match power_request(args) {
+        Ok(body) => submit(settings, out, &args.target, body).await,
         Err(e) => fail(e),
     }
 }
 
 /// `flow firmware <action> --image type=uri@version`.
 pub async fn firmware(settings: &Settings, out: Output, args: &FirmwareArgs) -> Outcome {
-    let build = || -> Result<TaskSubmit, ClientError> {
-        let mut images = BTreeMap::new();
-        for spec in &args.images {
-            let (t, rest) = spec
-                .split_once('=')
-                .ok_or_else(|| bad(format!("--image {spec:?}: use <type>=<uri>@<version>")))?;
-            let t: ComponentType = t
-                .parse()
-                .map_err(|e: flow_rules::UnknownComponentType| bad(format!("--image: {e}")))?;
-            let (uri, version) = match rest.rsplit_once('@') {
-                Some((u, v)) => (u, Some(v.to_owned())),
-                None => (rest, None),
-            };
-            images.insert(
-                t,
-                FirmwareImage {
-                    image_uri: uri.to_owned(),
-                    version,
-                },
-            );
-        }
-        Ok(TaskSubmit {
-            allow_version_change: args.allow_version_change,
-            ..request(&args.target, args.action.operation(), images)?
-        })
-    };
-    match build() {
+    match firmware_request(args) {
         Ok(body) => submit(settings, out, &args.target, body).await,
         Err(e) => fail(e),
     }
@@ -275,7 +284,7 @@ pub async fn firmware(settings: &Settings, out: Output, args: &FirmwareArgs) -> 
 
 /// `flow decommission`.
 pub async fn decommission(settings: &Settings, out: Output, args: &TargetArgs) -> Outcome {
-    match request(args, OperationCode::Decommission, BTreeMap::new()) {
+    match decommission_request(args) {
         Ok(body) => submit(settings, out, args, body).await,
         Err(e) => fail(e),
     }

@@ -314,6 +314,75 @@ pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8])
             })
             .await
         }
+        ep::ScheduleCreate::NAME => {
+            serve::<ep::ScheduleCreate, _, _>(
+                body,
+                |r| async move { tasks.create_schedule(r).await },
+            )
+            .await
+        }
+        ep::ScheduleGet::NAME => {
+            serve::<ep::ScheduleGet, _, _>(body, |r| async move {
+                store.schedule(&r.schedule).await.map_err(store_error)
+            })
+            .await
+        }
+        ep::ScheduleList::NAME => {
+            serve::<ep::ScheduleList, _, _>(body, |r| async move {
+                Ok(flow_protocol::schedule::ScheduleListReply {
+                    schedules: store.schedules(r.enabled_only).await.map_err(store_error)?,
+                })
+            })
+            .await
+        }
+        ep::ScheduleUpdate::NAME => {
+            serve::<ep::ScheduleUpdate, _, _>(
+                body,
+                |r| async move { tasks.update_schedule(r).await },
+            )
+            .await
+        }
+        ep::SchedulePause::NAME => {
+            serve::<ep::SchedulePause, _, _>(body, |r| async move {
+                tasks.pause_schedule(&r.schedule).await
+            })
+            .await
+        }
+        ep::ScheduleResume::NAME => {
+            serve::<ep::ScheduleResume, _, _>(body, |r| async move {
+                tasks.resume_schedule(&r.schedule).await
+            })
+            .await
+        }
+        ep::ScheduleTrigger::NAME => {
+            serve::<ep::ScheduleTrigger, _, _>(body, |r| async move {
+                tasks.trigger_schedule(&r.schedule).await
+            })
+            .await
+        }
+        ep::ScheduleDelete::NAME => {
+            serve::<ep::ScheduleDelete, _, _>(body, |r| async move {
+                let schedule = store.schedule(&r.schedule).await.map_err(store_error)?;
+                store
+                    .delete_schedule(schedule.id)
+                    .await
+                    .map_err(store_error)?;
+                Ok(flow_protocol::schedule::ScheduleDeleteReply { id: schedule.id })
+            })
+            .await
+        }
+        ep::ScheduleHistory::NAME => {
+            serve::<ep::ScheduleHistory, _, _>(body, |r| async move {
+                let schedule = store.schedule(&r.schedule).await.map_err(store_error)?;
+                Ok(flow_protocol::schedule::ScheduleHistoryReply {
+                    firings: store
+                        .firings(schedule.id, r.limit.unwrap_or(20).min(1000))
+                        .await
+                        .map_err(store_error)?,
+                })
+            })
+            .await
+        }
         other => encode_reply::<()>(&Err(ApiError::new(
             ErrorCode::BadRequest,
             format!("unknown endpoint {other:?}"),

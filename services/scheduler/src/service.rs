@@ -2,7 +2,8 @@
 //! consumers and the sweeps of a scheduler process. Its operations are in
 //! the modules beside this one: [`crate::submit`] (submissions),
 //! [`crate::transition`] (the lifecycle's transactions), [`crate::results`]
-//! (step results), [`crate::outbox`] (the publisher and the sweeps).
+//! (step results), [`crate::outbox`] (the publisher and the sweeps),
+//! [`crate::schedules`] (schedules and their dispatcher).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +25,9 @@ pub struct TaskService {
     pub(crate) js: jetstream::Context,
     /// Wakes the outbox publisher: new rows were committed.
     pub(crate) poke: Arc<Notify>,
+    /// Wakes the schedule dispatcher: a schedule was created, resumed or
+    /// changed.
+    pub(crate) schedule_poke: Arc<Notify>,
     pub(crate) metrics: SchedulerMetrics,
 }
 
@@ -39,6 +43,7 @@ impl TaskService {
             store,
             js,
             poke: Arc::new(Notify::new()),
+            schedule_poke: Arc::new(Notify::new()),
             metrics,
         }
     }

@@ -17,7 +17,7 @@ use flow_protocol::api::{
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{CONSUMER_SUBMIT, ComponentTarget, STREAM_TASKS};
 use flow_protocol::task::timestamp;
-use flow_protocol::{TaskId, subjects};
+use flow_protocol::{ScheduleId, TaskId, subjects};
 use flow_rules::ComponentType;
 use flow_store::tasks::NewTask;
 use flow_telemetry::ErrorChain;
@@ -30,13 +30,13 @@ use crate::service::TaskService;
 /// then racks by label, then the racks of individual components. A rack is
 /// targeted whole, or only at the components named in it.
 #[derive(Debug, Default)]
-struct Targets {
-    racks: Vec<(RackRef, Scope)>,
+pub(crate) struct Targets {
+    pub(crate) racks: Vec<(RackRef, Scope)>,
 }
 
 /// What a task covers of its rack.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Scope {
+pub(crate) enum Scope {
     /// Every component (of the requested types).
     Whole,
     /// Only these components (by name).
@@ -65,7 +65,7 @@ impl TaskService {
         let targets = self.targets(request).await?;
         let mut results = Vec::new();
         for (rack, scope) in &targets.racks {
-            let submission = match self.submit_rack(request, rack, scope).await {
+            let submission = match self.submit_rack(request, rack, scope, None).await {
                 Ok(s) => s,
                 Err(error) => Submission::Refused(error),
             };
@@ -93,7 +93,8 @@ impl TaskService {
         Ok(TaskSubmitReply { results })
     }
 
-    async fn targets(&self, request: &TaskSubmit) -> Result<Targets, ApiError> {
+    /// The racks a request targets, each whole or at the components named.
+    pub(crate) async fn targets(&self, request: &TaskSubmit) -> Result<Targets, ApiError> {
         let mut targets = Targets::default();
         let by_more = !request.labels.is_empty() || !request.components.is_empty();
         for rack in &request.racks {
@@ -155,11 +156,14 @@ impl TaskService {
         Ok(targets)
     }
 
-    async fn submit_rack(
+    /// Plans and admits (or refuses) the request's task for one rack; a
+    /// schedule's firing names the schedule.
+    pub(crate) async fn submit_rack(
         &self,
         request: &TaskSubmit,
         rack: &RackRef,
         scope: &Scope,
+        schedule: Option<ScheduleId>,
     ) -> Result<Submission, ApiError> {
         let operation = request.operation_to_run()?;
         let record = self.store.get_rack(rack).await.map_err(store_error)?;
@@ -248,6 +252,7 @@ impl TaskService {
             rack_name: record.name.clone(),
             description: request.description.clone(),
             rule: resolution.reply,
+            schedule,
         };
         let queue_timeout = match request.conflict {
             ConflictStrategy::Reject => None,

@@ -243,6 +243,24 @@ pub mod endpoint {
         TaskCancel = "task.cancel": TaskById => TaskCancelReply;
         /// Tasks by status.
         TaskCounts = "task.counts": TaskCountsRequest => crate::task::TaskCounts;
+        /// Create a schedule.
+        ScheduleCreate = "schedule.create": crate::schedule::ScheduleCreate => crate::schedule::ScheduleRecord;
+        /// Get a schedule.
+        ScheduleGet = "schedule.get": crate::schedule::ScheduleByRef => crate::schedule::ScheduleRecord;
+        /// List schedules, oldest first.
+        ScheduleList = "schedule.list": crate::schedule::ScheduleList => crate::schedule::ScheduleListReply;
+        /// Change a schedule at the revision read.
+        ScheduleUpdate = "schedule.update": crate::schedule::ScheduleUpdate => crate::schedule::ScheduleRecord;
+        /// Stop a schedule firing.
+        SchedulePause = "schedule.pause": crate::schedule::ScheduleByRef => crate::schedule::ScheduleRecord;
+        /// Let a paused schedule fire again (its next time counted from now).
+        ScheduleResume = "schedule.resume": crate::schedule::ScheduleByRef => crate::schedule::ScheduleRecord;
+        /// Fire a schedule now.
+        ScheduleTrigger = "schedule.trigger": crate::schedule::ScheduleByRef => crate::schedule::TriggerReply;
+        /// Delete a schedule (its tasks run on).
+        ScheduleDelete = "schedule.delete": crate::schedule::ScheduleByRef => crate::schedule::ScheduleDeleteReply;
+        /// A schedule's firings and the tasks each created, newest first.
+        ScheduleHistory = "schedule.history": crate::schedule::ScheduleByRef => crate::schedule::ScheduleHistoryReply;
     }
 }
 
@@ -442,7 +460,9 @@ pub struct ComponentStatusEntry {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TaskSubmit {
-    /// Idempotency key: a repeated request returns the tasks it created.
+    /// Idempotency key: a repeated request returns the tasks it created
+    /// (required by `task.submit`; a schedule's task sets its own).
+    #[serde(default)]
     pub request_id: String,
     /// Whole racks, by ID or name (one task each).
     #[serde(default)]

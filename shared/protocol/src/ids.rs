@@ -64,6 +64,10 @@ typed_id!(
     /// Identifies a task (one rack, one operation).
     TaskId
 );
+typed_id!(
+    /// Identifies a schedule.
+    ScheduleId
+);
 
 /// A rack named by ID or by its unique name, as operators type it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

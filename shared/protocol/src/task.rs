@@ -166,6 +166,15 @@ pub struct TaskRecord {
     /// Ended.
     #[serde(with = "timestamp::option")]
     pub finished_at: Option<OffsetDateTime>,
+    /// Starts no earlier than this.
+    #[serde(default, with = "timestamp::option")]
+    pub not_before: Option<OffsetDateTime>,
+    /// Fails if not started by this.
+    #[serde(default, with = "timestamp::option")]
+    pub not_after: Option<OffsetDateTime>,
+    /// The schedule whose firing created it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule_id: Option<crate::ids::ScheduleId>,
     /// Its steps, by stage then index.
     pub steps: Vec<StepRecord>,
 }

@@ -87,6 +87,7 @@ impl Env {
                 operation: "power_on".parse().unwrap(),
                 definition: Self::rule().to_json_value(),
             },
+            schedule: None,
         }
     }
 

@@ -26,7 +26,8 @@ macro_rules! task_columns {
         "id, request_id, rack_id, rack_name, operation_type, operation_code, status, rule_id, \
          rule_revision, rule_source, rule_name, rule_snapshot, components, firmware, \
          current_stage, message, cancel_requested_at, created_at, started_at, finished_at, \
-         queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, not_after"
+         queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, not_after, \
+         schedule_id"
     };
 }
 pub(crate) use task_columns;
@@ -68,6 +69,7 @@ pub(crate) struct TaskRow {
     pub readiness_until: Option<OffsetDateTime>,
     pub not_before: Option<OffsetDateTime>,
     pub not_after: Option<OffsetDateTime>,
+    pub schedule_id: Option<Uuid>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -239,6 +241,9 @@ impl TaskRow {
             created_at: self.created_at,
             started_at: self.started_at,
             finished_at: self.finished_at,
+            not_before: self.not_before,
+            not_after: self.not_after,
+            schedule_id: self.schedule_id.map(flow_protocol::ScheduleId),
             steps: steps
                 .into_iter()
                 .map(|s| s.into_record(&what))
