@@ -554,3 +554,124 @@ async fn racks_are_labelled_and_tasks_target_labels_and_components() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schedules_are_created_changed_at_a_revision_triggered_and_deleted() {
+    let env = Env::new().await;
+    env.ok(&["rack", "create", "--from-json", "examples/rack-nvl72.json"])
+        .await;
+    let shown = env
+        .ok(&[
+            "schedule",
+            "create",
+            "--name",
+            "nightly restart",
+            "--cron",
+            "0 2 * * 1-5",
+            "--timezone",
+            "Europe/Berlin",
+            "--window",
+            "0 1 * * * for 4h",
+            "power",
+            "restart",
+            "--rack",
+            "rack-01",
+            "--type",
+            "compute",
+        ])
+        .await;
+    for line in [
+        "schedule nightly restart (",
+        "  when:     cron 0 2 * * 1-5 (Europe/Berlin)\n",
+        "  overlap:  skip\n",
+        "  window:   0 1 * * * for 4h\n",
+        "  task:     restart on rack-01\n",
+        "  state:    active\n",
+        "  revision: 1\n",
+    ] {
+        assert!(shown.contains(line), "{line:?} not in {shown}");
+    }
+    let listed = env.ok(&["schedule", "list"]).await;
+    assert!(listed.contains("nightly restart"), "{listed}");
+    // A flag of one submission is refused, naming it.
+    let bad = env
+        .flow(&[
+            "schedule", "create", "--name", "x", "--every", "1h", "power", "on", "--rack",
+            "rack-01", "--wait",
+        ])
+        .await;
+    assert_eq!(bad.status.code(), Some(1), "{}", stderr(&bad));
+    assert!(
+        stderr(&bad).contains("--wait: not for a schedule"),
+        "{}",
+        stderr(&bad)
+    );
+    let bad = env
+        .flow(&[
+            "schedule", "create", "--name", "x", "--cron", "0 2 * *", "power", "on", "--rack",
+            "rack-01",
+        ])
+        .await;
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(stderr(&bad).contains("has 4 fields"), "{}", stderr(&bad));
+    // Updates at a revision; the same revision again is stale.
+    let updated = env
+        .ok(&[
+            "schedule",
+            "update",
+            "nightly restart",
+            "--revision",
+            "1",
+            "--overlap",
+            "queue",
+        ])
+        .await;
+    assert!(updated.contains("  overlap:  queue\n"), "{updated}");
+    assert!(updated.contains("  revision: 2\n"), "{updated}");
+    let stale = env
+        .flow(&[
+            "schedule",
+            "update",
+            "nightly restart",
+            "--revision",
+            "1",
+            "--no-windows",
+        ])
+        .await;
+    assert_eq!(stale.status.code(), Some(1));
+    assert!(
+        stderr(&stale).contains("is at revision 2, not 1"),
+        "{}",
+        stderr(&stale)
+    );
+    // Paused, triggered by hand (no worker runs: the task stays open).
+    let paused = env.ok(&["schedule", "pause", "nightly restart"]).await;
+    assert!(
+        paused.starts_with("schedule nightly restart: paused"),
+        "{paused}"
+    );
+    let fired = env.ok(&["schedule", "trigger", "nightly restart"]).await;
+    assert!(fired.contains(" manual"), "{fired}");
+    assert!(fired.contains("  rack-01: task "), "{fired}");
+    let history = env.json(&["schedule", "history", "nightly restart"]).await;
+    let firings = history["firings"].as_array().unwrap();
+    assert_eq!(firings.len(), 1, "{history}");
+    let task = firings[0]["results"][0]["task_id"].as_str().unwrap();
+    // (A task that has not completed shows with exit 1.)
+    let t = env.flow(&["--json", "task", "show", task]).await;
+    let t: Value = serde_json::from_slice(&t.stdout).unwrap();
+    assert_eq!(
+        t["schedule_id"],
+        env.json(&["schedule", "get", "nightly restart"]).await["id"]
+    );
+    env.ok(&["task", "cancel", task]).await;
+    let deleted = env.ok(&["schedule", "delete", "nightly restart"]).await;
+    assert!(
+        deleted.ends_with("deleted (its tasks run on)\n"),
+        "{deleted}"
+    );
+    let gone = env.flow(&["schedule", "get", "nightly restart"]).await;
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(stderr(&gone).contains("not found"), "{}", stderr(&gone));
+    env.stop().await;
+}
