@@ -383,6 +383,56 @@ pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8])
             })
             .await
         }
+        ep::RunCreate::NAME => {
+            serve::<ep::RunCreate, _, _>(body, |r| async move { tasks.create_run(r).await }).await
+        }
+        ep::RunGet::NAME => {
+            serve::<ep::RunGet, _, _>(body, |r| async move {
+                store.run_record(&r.run).await.map_err(store_error)
+            })
+            .await
+        }
+        ep::RunList::NAME => {
+            serve::<ep::RunList, _, _>(body, |r| async move {
+                Ok(flow_protocol::run::RunListReply {
+                    runs: store
+                        .runs(r.limit.unwrap_or(50).min(1000))
+                        .await
+                        .map_err(store_error)?,
+                })
+            })
+            .await
+        }
+        ep::RunTargets::NAME => {
+            serve::<ep::RunTargets, _, _>(body, |r| async move {
+                let phase = r
+                    .phase
+                    .map(|p| usize::try_from(p.saturating_sub(1)).unwrap_or(usize::MAX));
+                Ok(flow_protocol::run::RunTargetsReply {
+                    targets: store
+                        .run_targets(&r.run, phase)
+                        .await
+                        .map_err(store_error)?,
+                })
+            })
+            .await
+        }
+        ep::RunPause::NAME => {
+            serve::<ep::RunPause, _, _>(body, |r| async move { tasks.pause_run(&r.run).await })
+                .await
+        }
+        ep::RunResume::NAME => {
+            serve::<ep::RunResume, _, _>(body, |r| async move { tasks.resume_run(&r.run).await })
+                .await
+        }
+        ep::RunAdvance::NAME => {
+            serve::<ep::RunAdvance, _, _>(body, |r| async move { tasks.advance_run(&r).await })
+                .await
+        }
+        ep::RunCancel::NAME => {
+            serve::<ep::RunCancel, _, _>(body, |r| async move { tasks.cancel_run(&r.run).await })
+                .await
+        }
         other => encode_reply::<()>(&Err(ApiError::new(
             ErrorCode::BadRequest,
             format!("unknown endpoint {other:?}"),

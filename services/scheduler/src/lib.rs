@@ -1,7 +1,7 @@
 //! `flow-scheduler`: owns tasks. It serves the `flow.api` request/reply
 //! service (a NATS micro service named `flow`), creates tasks, publishes
 //! their step jobs through an outbox, applies step results and enforces step
-//! deadlines, and fires schedules. The decisions are the lifecycle's (`flow_engine::lifecycle`);
+//! deadlines, fires schedules and moves phased rollouts on. The decisions are the lifecycle's (`flow_engine::lifecycle`);
 //! this crate loads, applies and persists them ([`transition`]). All state
 //! is in Postgres, so any number of schedulers can run at once. Its
 //! Prometheus metrics are in [`metrics`].
@@ -11,6 +11,7 @@ pub mod error;
 pub mod metrics;
 pub mod outbox;
 pub mod results;
+pub mod runs;
 pub mod schedules;
 pub mod service;
 pub mod submit;
@@ -95,6 +96,7 @@ impl Scheduler {
         loops.push(tokio::spawn(tasks.clone().run_results(stop.clone())));
         loops.push(tokio::spawn(tasks.clone().run_submissions(stop.clone())));
         loops.push(tokio::spawn(tasks.clone().run_schedules(stop.clone())));
+        loops.push(tokio::spawn(tasks.clone().run_runs(stop.clone())));
         let api = api::ApiService::start(client, store, tasks)
             .await
             .map_err(SchedulerError::Api)?;

@@ -25,6 +25,7 @@ use flow_protocol::schedule::{
 use flow_protocol::task::timestamp;
 use flow_protocol::{ScheduleId, TaskId};
 use flow_store::schedules::{Firing, FiringPlan};
+use flow_store::tasks::Origin;
 use flow_telemetry::ErrorChain;
 use tokio_util::sync::CancellationToken;
 
@@ -65,7 +66,7 @@ fn invalid(problems: Vec<String>) -> ApiError {
     )
 }
 
-fn check_name(name: &str) -> Result<(), ApiError> {
+pub(crate) fn check_name(name: &str) -> Result<(), ApiError> {
     let bad = |m: &str| Err(ApiError::new(ErrorCode::BadRequest, format!("name: {m}")));
     if name.trim().is_empty() {
         return bad("must not be empty");
@@ -449,7 +450,7 @@ impl TaskService {
                 continue;
             }
             let submission = self
-                .submit_rack(&request, rack, scope, Some(schedule.id))
+                .submit_rack(&request, rack, scope, Origin::Schedule(schedule.id))
                 .await
                 .unwrap_or_else(Submission::Refused);
             outcome.results.push(RackOutcome {

@@ -3,7 +3,8 @@
 //! the modules beside this one: [`crate::submit`] (submissions),
 //! [`crate::transition`] (the lifecycle's transactions), [`crate::results`]
 //! (step results), [`crate::outbox`] (the publisher and the sweeps),
-//! [`crate::schedules`] (schedules and their dispatcher).
+//! [`crate::schedules`] (schedules and their dispatcher), [`crate::runs`]
+//! (phased rollouts and theirs).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,6 +29,8 @@ pub struct TaskService {
     /// Wakes the schedule dispatcher: a schedule was created, resumed or
     /// changed.
     pub(crate) schedule_poke: Arc<Notify>,
+    /// Wakes the run dispatcher: a run was created or changed.
+    pub(crate) run_poke: Arc<Notify>,
     pub(crate) metrics: SchedulerMetrics,
 }
 
@@ -44,6 +47,7 @@ impl TaskService {
             js,
             poke: Arc::new(Notify::new()),
             schedule_poke: Arc::new(Notify::new()),
+            run_poke: Arc::new(Notify::new()),
             metrics,
         }
     }

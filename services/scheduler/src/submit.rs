@@ -17,9 +17,9 @@ use flow_protocol::api::{
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{CONSUMER_SUBMIT, ComponentTarget, STREAM_TASKS};
 use flow_protocol::task::timestamp;
-use flow_protocol::{ScheduleId, TaskId, subjects};
+use flow_protocol::{TaskId, subjects};
 use flow_rules::ComponentType;
-use flow_store::tasks::NewTask;
+use flow_store::tasks::{NewTask, Origin};
 use flow_telemetry::ErrorChain;
 use tokio_util::sync::CancellationToken;
 
@@ -65,7 +65,10 @@ impl TaskService {
         let targets = self.targets(request).await?;
         let mut results = Vec::new();
         for (rack, scope) in &targets.racks {
-            let submission = match self.submit_rack(request, rack, scope, None).await {
+            let submission = match self
+                .submit_rack(request, rack, scope, Origin::Request)
+                .await
+            {
                 Ok(s) => s,
                 Err(error) => Submission::Refused(error),
             };
@@ -156,14 +159,14 @@ impl TaskService {
         Ok(targets)
     }
 
-    /// Plans and admits (or refuses) the request's task for one rack; a
-    /// schedule's firing names the schedule.
+    /// Plans and admits (or refuses) the request's task for one rack;
+    /// `origin` is what submitted it (a request, a schedule, a run).
     pub(crate) async fn submit_rack(
         &self,
         request: &TaskSubmit,
         rack: &RackRef,
         scope: &Scope,
-        schedule: Option<ScheduleId>,
+        origin: Origin,
     ) -> Result<Submission, ApiError> {
         let operation = request.operation_to_run()?;
         let record = self.store.get_rack(rack).await.map_err(store_error)?;
@@ -252,7 +255,7 @@ impl TaskService {
             rack_name: record.name.clone(),
             description: request.description.clone(),
             rule: resolution.reply,
-            schedule,
+            origin,
         };
         let queue_timeout = match request.conflict {
             ConflictStrategy::Reject => None,

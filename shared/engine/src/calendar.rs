@@ -430,6 +430,32 @@ pub fn window_at(windows: &[WindowRule], t_ms: i64) -> Result<Option<Opening>, C
     Ok(open.or(next))
 }
 
+/// Maintenance windows from their wire form (each in its own zone, else
+/// `timezone`); every problem is named `windows[i]: …`.
+pub fn window_rules(
+    windows: &[flow_protocol::schedule::MaintenanceWindow],
+    timezone: &str,
+) -> Result<Vec<WindowRule>, Vec<String>> {
+    let mut rules = Vec::new();
+    let mut problems = Vec::new();
+    for (i, w) in windows.iter().enumerate() {
+        let zone = if w.timezone.is_empty() {
+            timezone
+        } else {
+            &w.timezone
+        };
+        match WindowRule::parse(&w.cron, &w.duration, zone) {
+            Ok(r) => rules.push(r),
+            Err(e) => problems.push(format!("windows[{i}]: {e}")),
+        }
+    }
+    if problems.is_empty() {
+        Ok(rules)
+    } else {
+        Err(problems)
+    }
+}
+
 /// A schedule's calendar: when it fires and the windows its tasks may
 /// start in, read from its wire form with every problem named.
 #[derive(Debug, Clone)]
@@ -464,18 +490,13 @@ impl ScheduleCalendar {
         }
         .map_err(|e| problems.push(format!("spec: {e}")))
         .ok();
-        let mut rules = Vec::new();
-        for (i, w) in windows.iter().enumerate() {
-            let zone = if w.timezone.is_empty() {
-                timezone
-            } else {
-                &w.timezone
-            };
-            match WindowRule::parse(&w.cron, &w.duration, zone) {
-                Ok(r) => rules.push(r),
-                Err(e) => problems.push(format!("windows[{i}]: {e}")),
+        let rules = match window_rules(windows, timezone) {
+            Ok(r) => r,
+            Err(more) => {
+                problems.extend(more);
+                Vec::new()
             }
-        }
+        };
         match (recurrence, tz) {
             (Some(recurrence), Some(tz)) if problems.is_empty() => Ok(ScheduleCalendar {
                 recurrence,

@@ -32,6 +32,7 @@ pub mod images;
 pub mod job;
 pub mod lifecycle;
 pub mod plan;
+pub mod rollout;
 pub mod versions;
 
 pub use checkpoint::Checkpoint;

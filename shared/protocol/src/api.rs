@@ -261,6 +261,22 @@ pub mod endpoint {
         ScheduleDelete = "schedule.delete": crate::schedule::ScheduleByRef => crate::schedule::ScheduleDeleteReply;
         /// A schedule's firings and the tasks each created, newest first.
         ScheduleHistory = "schedule.history": crate::schedule::ScheduleByRef => crate::schedule::ScheduleHistoryReply;
+        /// Create a phased rollout.
+        RunCreate = "run.create": crate::run::RunCreate => crate::run::RunRecord;
+        /// Get a run with its phases' counts.
+        RunGet = "run.get": crate::run::RunByRef => crate::run::RunRecord;
+        /// List runs, newest first.
+        RunList = "run.list": crate::run::RunList => crate::run::RunListReply;
+        /// A run's targets.
+        RunTargets = "run.targets": crate::run::RunTargets => crate::run::RunTargetsReply;
+        /// Pause a run.
+        RunPause = "run.pause": crate::run::RunByRef => crate::run::RunRecord;
+        /// Resume a paused run (accepting the failures that tripped a gate).
+        RunResume = "run.resume": crate::run::RunByRef => crate::run::RunRecord;
+        /// Start the next phase of a run at its phase gate.
+        RunAdvance = "run.advance": crate::run::RunAdvance => crate::run::RunRecord;
+        /// Cancel a run and its open tasks.
+        RunCancel = "run.cancel": crate::run::RunByRef => crate::run::RunRecord;
     }
 }
 

@@ -68,6 +68,10 @@ typed_id!(
     /// Identifies a schedule.
     ScheduleId
 );
+typed_id!(
+    /// Identifies a phased rollout (a run).
+    RunId
+);
 
 /// A rack named by ID or by its unique name, as operators type it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

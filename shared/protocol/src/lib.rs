@@ -10,10 +10,11 @@ pub mod jobs;
 pub mod labels;
 pub mod rack;
 pub mod readiness;
+pub mod run;
 pub mod schedule;
 pub mod status;
 pub mod subjects;
 pub mod task;
 
-pub use ids::{ComponentId, RackId, RuleId, ScheduleId, TaskId};
+pub use ids::{ComponentId, RackId, RuleId, RunId, ScheduleId, TaskId};
 pub use status::{ComponentOutcome, StageStatus, StepStatus, TaskStatus};

@@ -175,6 +175,9 @@ pub struct TaskRecord {
     /// The schedule whose firing created it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schedule_id: Option<crate::ids::ScheduleId>,
+    /// The phased rollout it was submitted for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<crate::ids::RunId>,
     /// Its steps, by stage then index.
     pub steps: Vec<StepRecord>,
 }

@@ -9,6 +9,7 @@ mod racks;
 mod resolve;
 mod rows;
 mod rules;
+pub mod runs;
 pub mod schedules;
 pub mod stats;
 pub mod tasks;

@@ -13,7 +13,7 @@ use flow_protocol::jobs::ComponentTarget;
 use flow_protocol::rack::RackSpec;
 use flow_protocol::{RackId, StepStatus, TaskId, TaskStatus};
 use flow_rules::{OperationCode, RuleDefinition};
-use flow_store::tasks::NewTask;
+use flow_store::tasks::{NewTask, Origin};
 use flow_store::{Store, StoreError};
 use flow_tests::TestDb;
 use serde_json::json;
@@ -87,7 +87,7 @@ impl Env {
                 operation: "power_on".parse().unwrap(),
                 definition: Self::rule().to_json_value(),
             },
-            schedule: None,
+            origin: Origin::Request,
         }
     }
 

@@ -13,7 +13,7 @@ use flow_engine::lifecycle::queue::{OpenTask, RackTasks};
 use flow_engine::lifecycle::{Effect, TaskState};
 use flow_protocol::api::ResolveReply;
 use flow_protocol::readiness::{ComponentStatus, NotReady, UnknownComponentStatus};
-use flow_protocol::{RackId, ScheduleId, StepStatus, TaskId, TaskStatus};
+use flow_protocol::{RackId, RunId, ScheduleId, StepStatus, TaskId, TaskStatus};
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
@@ -34,8 +34,20 @@ pub struct NewTask {
     pub description: String,
     /// How the rule was resolved (its definition is the snapshot).
     pub rule: ResolveReply,
-    /// The schedule whose firing created it.
-    pub schedule: Option<ScheduleId>,
+    /// What submitted it.
+    pub origin: Origin,
+}
+
+/// What submitted a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Origin {
+    /// A request (`task.submit`, `flow.tasks.submit`).
+    #[default]
+    Request,
+    /// A schedule's firing.
+    Schedule(ScheduleId),
+    /// A phased rollout, for one of its targets.
+    Run(RunId),
 }
 
 /// One transaction over tasks, with the database's time at its start
@@ -199,9 +211,9 @@ impl TaskTx {
              status, rule_id, rule_revision, rule_source, rule_name, rule_snapshot, components, \
              firmware, current_stage, message, cancel_requested_at, started_at, finished_at, \
              queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, \
-             not_after, schedule_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, \
-             $13, $14, $15, $16, CASE WHEN $17 THEN now() END, $18, $19, $20, $21, $22, $23, $24, \
-             $25, $26)",
+             not_after, schedule_id, run_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+             $12, $13, $14, $15, $16, CASE WHEN $17 THEN now() END, $18, $19, $20, $21, $22, $23, \
+             $24, $25, $26, $27)",
         )
         .bind(state.id.as_uuid())
         .bind(&new.request_id)
@@ -228,7 +240,14 @@ impl TaskTx {
         .bind(state.readiness_until_ms.map(at))
         .bind(plan.window.not_before_ms.map(at))
         .bind(plan.window.not_after_ms.map(at))
-        .bind(new.schedule.map(|s| s.as_uuid()))
+        .bind(match new.origin {
+            Origin::Schedule(s) => Some(s.as_uuid()),
+            _ => None,
+        })
+        .bind(match new.origin {
+            Origin::Run(r) => Some(r.as_uuid()),
+            _ => None,
+        })
         .execute(&mut *self.tx)
         .await?;
         for step in &state.steps {

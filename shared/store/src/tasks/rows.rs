@@ -27,7 +27,7 @@ macro_rules! task_columns {
          rule_revision, rule_source, rule_name, rule_snapshot, components, firmware, \
          current_stage, message, cancel_requested_at, created_at, started_at, finished_at, \
          queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, not_after, \
-         schedule_id"
+         schedule_id, run_id"
     };
 }
 pub(crate) use task_columns;
@@ -70,6 +70,7 @@ pub(crate) struct TaskRow {
     pub not_before: Option<OffsetDateTime>,
     pub not_after: Option<OffsetDateTime>,
     pub schedule_id: Option<Uuid>,
+    pub run_id: Option<Uuid>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -244,6 +245,7 @@ impl TaskRow {
             not_before: self.not_before,
             not_after: self.not_after,
             schedule_id: self.schedule_id.map(flow_protocol::ScheduleId),
+            run_id: self.run_id.map(flow_protocol::RunId),
             steps: steps
                 .into_iter()
                 .map(|s| s.into_record(&what))
