@@ -47,6 +47,10 @@ pub enum Command {
     /// time zone, or once.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// Phased rollouts: an operation over racks in phases, paused by
+    /// safety gates when failures climb.
+    #[command(subcommand)]
+    Run(RunCommand),
     /// The pipeline at a glance: streams, consumers, workers, tasks by status.
     Status,
 }
@@ -139,18 +143,144 @@ pub struct ScheduleCreateArgs {
     pub windows: Vec<String>,
     /// The operation, as on the command line.
     #[command(subcommand)]
-    pub operation: ScheduledOperation,
+    pub operation: OperationCommand,
 }
 
-/// The operation a schedule submits.
+/// The operation a schedule or a run submits, as on the command line.
 #[derive(Debug, Subcommand)]
-pub enum ScheduledOperation {
+pub enum OperationCommand {
     /// A power operation.
     Power(PowerArgs),
     /// A firmware operation.
     Firmware(FirmwareArgs),
     /// Decommission.
     Decommission(TargetArgs),
+}
+
+/// `flow run …`.
+#[derive(Debug, Subcommand)]
+pub enum RunCommand {
+    /// Create a rollout: phases, concurrency, gates, then the operation as
+    /// on the command line, e.g. `--phases 1,10,50,100% --max-concurrent
+    /// 20 --gate failure-rate=5% firmware upgrade --label site=lab …`.
+    Create(Box<RunCreateArgs>),
+    /// Runs, newest first.
+    List {
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// One run: status, phases with outcome counts, gates and the last trip.
+    Show(RunArg),
+    /// A run's targets by phase and order.
+    Targets {
+        /// The run, by ID or name.
+        run: String,
+        /// Only this phase (1-based).
+        #[arg(long)]
+        phase: Option<u32>,
+    },
+    /// Follow a run: a bar per phase, the gate's figure against its
+    /// threshold; lines when piped. Ends when the run does.
+    Watch(RunArg),
+    /// Stop submitting (open tasks go on).
+    Pause(RunArg),
+    /// Go on after a pause (after a safety gate, accepting the failures
+    /// that tripped it).
+    Resume(RunArg),
+    /// Start the next phase at a phase gate.
+    Advance {
+        /// The run, by ID or name.
+        run: String,
+        /// Refuse unless the run is at this phase (1-based).
+        #[arg(long)]
+        expect_phase: Option<u32>,
+    },
+    /// Cancel: skip what has not started, cancel the open tasks.
+    Cancel(RunArg),
+}
+
+/// A run by ID or name.
+#[derive(Debug, Args)]
+pub struct RunArg {
+    /// The run, by ID or name.
+    pub run: String,
+}
+
+/// How a run's racks are cut into phases: exactly one.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct PhaseArgs {
+    /// Cumulative shares, rising to 100: `1,10,50,100%`.
+    #[arg(long)]
+    pub phases: Option<String>,
+    /// Phases of these many racks; the rest is a final phase: `2,20`.
+    #[arg(long)]
+    pub phase_counts: Option<String>,
+    /// This many phases as even as can be.
+    #[arg(long)]
+    pub equal: Option<usize>,
+}
+
+/// `flow run create`.
+#[derive(Debug, Args)]
+pub struct RunCreateArgs {
+    /// A unique name.
+    #[arg(long)]
+    pub name: String,
+    /// What it is for.
+    #[arg(long)]
+    pub description: Option<String>,
+    /// Phases.
+    #[command(flatten)]
+    pub phases: PhaseArgs,
+    /// At most this many racks' tasks open at once.
+    #[arg(long)]
+    pub max_concurrent: u32,
+    /// A safety gate (repeatable; any trips): `failure-rate=5%` or
+    /// `failure-count=3`.
+    #[arg(long = "gate", required = true)]
+    pub gates: Vec<String>,
+    /// What the gates count: the current phase's targets or the run's.
+    #[arg(long, value_enum, default_value_t = GateScopeArg::Phase)]
+    pub gate_scope: GateScopeArg,
+    /// Start the next phase when one completes (else it waits for
+    /// `flow run advance`).
+    #[arg(long)]
+    pub auto_advance: bool,
+    /// `random[:seed]`, `row-by-row` or `round-robin-rows` (rows: a rack's
+    /// `row` label, else its location).
+    #[arg(long, default_value = "random")]
+    pub order: String,
+    /// A maintenance window targets may start in (repeatable):
+    /// `"<cron> for <duration> [in <timezone>]"`.
+    #[arg(long = "window")]
+    pub windows: Vec<String>,
+    /// The zone windows are read in.
+    #[arg(long, default_value = "UTC")]
+    pub timezone: String,
+    /// How long a target may stay blocked by conflicting tasks before the
+    /// run pauses.
+    #[arg(long, default_value = "1h")]
+    pub retry_timeout: String,
+    /// The first wait before a blocked target is tried again (doubling).
+    #[arg(long, default_value = "30s")]
+    pub retry_initial: String,
+    /// The longest wait between tries.
+    #[arg(long, default_value = "5m")]
+    pub retry_max: String,
+    /// The operation, as on the command line.
+    #[command(subcommand)]
+    pub operation: OperationCommand,
+}
+
+/// Which targets gates count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum GateScopeArg {
+    /// The current phase's.
+    Phase,
+    /// The whole run's.
+    Run,
 }
 
 /// `flow schedule update`.

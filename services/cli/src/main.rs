@@ -10,6 +10,7 @@ mod input;
 mod out;
 mod remote;
 mod rule;
+mod run;
 mod schedule;
 mod status;
 mod summary;
@@ -76,6 +77,7 @@ async fn main() -> ExitCode {
         Command::Decommission(a) => task::decommission(s, out, a).await,
         Command::Task(c) => task::task(s, out, c).await,
         Command::Schedule(c) => schedule::schedule(s, out, c).await,
+        Command::Run(c) => run::run(s, out, c).await,
         Command::Status => status::status(s, out).await,
     };
     ExitCode::from(outcome as u8)

@@ -13,7 +13,7 @@ use flow_protocol::task::timestamp;
 
 use crate::Outcome;
 use crate::args::{
-    OverlapArg, ScheduleCommand, ScheduleCreateArgs, ScheduleUpdateArgs, ScheduledOperation,
+    OperationCommand, OverlapArg, ScheduleCommand, ScheduleCreateArgs, ScheduleUpdateArgs,
     TargetArgs,
 };
 use crate::client::{Client, ClientError};
@@ -53,7 +53,7 @@ fn spec(
 }
 
 /// `"<cron> for <duration> [in <timezone>]"`.
-fn window(text: &str) -> Result<MaintenanceWindow, ClientError> {
+pub(crate) fn window(text: &str) -> Result<MaintenanceWindow, ClientError> {
     let usage = || {
         bad(format!(
             "--window {text:?}: use \"<cron> for <duration> [in <timezone>]\", e.g. \"0 22 * * 1-5 for 6h in Europe/Berlin\""
@@ -74,34 +74,37 @@ fn window(text: &str) -> Result<MaintenanceWindow, ClientError> {
     })
 }
 
-/// Refuses the task flags that belong to one submission, not a schedule.
-fn check_target(target: &TargetArgs) -> Result<(), ClientError> {
-    let refuse = |flag: &str, why: &str| Err(bad(format!("{flag}: not for a schedule ({why})")));
+/// Refuses the task flags that belong to one submission, not to `what`
+/// (a schedule, a run).
+fn check_target(target: &TargetArgs, what: &str) -> Result<(), ClientError> {
+    let refuse = |flag: &str, why: &str| Err(bad(format!("{flag}: not for {what} ({why})")));
     if target.wait {
         return refuse("--wait", "follow a firing's tasks with `flow task watch`");
     }
     if target.request_id.is_some() {
-        return refuse(
-            "--request-id",
-            "each firing keys its tasks schedule/<id>/<due time>",
-        );
+        return refuse("--request-id", "each of its tasks gets its own key");
     }
     if target.not_before.is_some() || target.not_after.is_some() {
         return refuse(
             "--not-before/--not-after",
-            "give the schedule maintenance windows with --window",
+            "give it maintenance windows with --window",
         );
     }
     Ok(())
 }
 
-fn task_request(operation: &ScheduledOperation) -> Result<TaskSubmit, ClientError> {
+/// The task request a schedule or run (`what`) is made of: the operation
+/// as `flow power|firmware|decommission` builds it, without a request ID.
+pub(crate) fn task_request(
+    operation: &OperationCommand,
+    what: &str,
+) -> Result<TaskSubmit, ClientError> {
     let (target, request) = match operation {
-        ScheduledOperation::Power(a) => (&a.target, power_request(a)),
-        ScheduledOperation::Firmware(a) => (&a.target, firmware_request(a)),
-        ScheduledOperation::Decommission(a) => (a, decommission_request(a)),
+        OperationCommand::Power(a) => (&a.target, power_request(a)),
+        OperationCommand::Firmware(a) => (&a.target, firmware_request(a)),
+        OperationCommand::Decommission(a) => (a, decommission_request(a)),
     };
-    check_target(target)?;
+    check_target(target, what)?;
     let mut request = request?;
     request.request_id.clear();
     Ok(request)
@@ -123,7 +126,7 @@ fn create_request(a: &ScheduleCreateArgs) -> Result<ScheduleCreate, ClientError>
             .iter()
             .map(|w| window(w))
             .collect::<Result<_, _>>()?,
-        task: task_request(&a.operation)?,
+        task: task_request(&a.operation, "a schedule")?,
     })
 }
 
@@ -229,7 +232,7 @@ fn print_firing(f: &FiringRecord) {
     }
 }
 
-fn json<T: serde::Serialize>(value: &T) {
+pub(crate) fn json<T: serde::Serialize>(value: &T) {
     outln!(
         "{}",
         serde_json::to_string_pretty(value).unwrap_or_default()

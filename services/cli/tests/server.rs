@@ -675,3 +675,96 @@ async fn schedules_are_created_changed_at_a_revision_triggered_and_deleted() {
     assert!(stderr(&gone).contains("not found"), "{}", stderr(&gone));
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_is_created_shown_paused_cancelled_and_watched() {
+    let env = Env::new().await;
+    env.ok(&["rack", "create", "--from-json", "examples/rack-nvl72.json"])
+        .await;
+    let bad = env
+        .flow(&[
+            "run",
+            "create",
+            "--name",
+            "r",
+            "--equal",
+            "1",
+            "--max-concurrent",
+            "1",
+            "--gate",
+            "rate=5%",
+            "power",
+            "restart",
+            "--rack",
+            "rack-01",
+        ])
+        .await;
+    assert_eq!(bad.status.code(), Some(1));
+    assert!(
+        stderr(&bad).contains("--gate \"rate=5%\": use failure-rate=<1-100>% or failure-count=<n>"),
+        "{}",
+        stderr(&bad)
+    );
+    let shown = env
+        .ok(&[
+            "run",
+            "create",
+            "--name",
+            "restart row",
+            "--equal",
+            "1",
+            "--max-concurrent",
+            "1",
+            "--gate",
+            "failure-rate=50%",
+            "--order",
+            "random:7",
+            "power",
+            "restart",
+            "--rack",
+            "rack-01",
+        ])
+        .await;
+    for line in [
+        "run restart row (",
+        "  operation:  restart on rack-01\n",
+        "  order:      random (seed 7)\n",
+        "  concurrent: at most 1; waits at each phase gate\n",
+        "  gate failure-rate=50% per phase: 0/1 failed (0.0 %)\n",
+    ] {
+        assert!(shown.contains(line), "{line:?} not in {shown}");
+    }
+    // No worker runs: its one target's task is submitted and stays open.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let t = env.json(&["run", "targets", "restart row"]).await;
+        if t["targets"][0]["status"] == "submitted" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never submitted: {t}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let paused = env.ok(&["run", "pause", "restart row"]).await;
+    assert!(paused.contains("paused (operator_paused)"), "{paused}");
+    let listed = env.ok(&["run", "list"]).await;
+    assert!(listed.contains("restart row"), "{listed}");
+    let cancelled = env.ok(&["run", "cancel", "restart row"]).await;
+    assert!(
+        cancelled.contains("— cancelled, phase 1 of 1"),
+        "{cancelled}"
+    );
+    // Watching a run that ended prints it once and exits 1 (not completed).
+    let watched = env.flow(&["run", "watch", "restart row"]).await;
+    assert_eq!(watched.status.code(), Some(1), "{}", stderr(&watched));
+    let text = String::from_utf8_lossy(&watched.stdout);
+    assert!(text.starts_with("run restart row — cancelled"), "{text}");
+    assert!(text.contains("phase 1/1 ["), "{text}");
+    let again = env.flow(&["run", "resume", "restart row"]).await;
+    assert_eq!(again.status.code(), Some(1));
+    assert!(
+        stderr(&again).contains("has ended (cancelled)"),
+        "{}",
+        stderr(&again)
+    );
+    env.stop().await;
+}
