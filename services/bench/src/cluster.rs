@@ -169,9 +169,14 @@ impl Cluster {
         // The simulators: one process per SIM_RACKS_PER_PROCESS racks (a
         // process holds a listener and a connection per BMC; one process
         // for a whole site runs out of file descriptors).
-        let bmc_base_port = match spec.bmc_base_port {
-            0 => bmc_port_range(spec.racks * SIM_BMCS_PER_RACK)?,
-            p => p,
+        // More BMCs than the port range holds (a 1,000-rack site is 35,000)
+        // are spread over loopback addresses: each simulator process listens
+        // on its own 127.1.x.y and they all use one port range.
+        let spread = spec.racks * SIM_BMCS_PER_RACK >= BMC_PORTS_TO - BMC_PORTS_FROM;
+        let bmc_base_port = match (spec.bmc_base_port, spread) {
+            (0, false) => bmc_port_range(spec.racks * SIM_BMCS_PER_RACK)?,
+            (0, true) => bmc_port_range(SIM_RACKS_PER_PROCESS * SIM_BMCS_PER_RACK)?,
+            (p, _) => p,
         };
         let mut sims = Vec::new();
         let mut sim_admins = Vec::new();
@@ -185,8 +190,20 @@ impl Cluster {
             } else if inventory.exists() {
                 std::fs::remove_file(&inventory)?;
             }
-            let base = usize::from(bmc_base_port) + first * SIM_BMCS_PER_RACK;
+            let (listen, base) = if spread {
+                (
+                    format!("127.1.{}.{}", i / 250, i % 250 + 1),
+                    usize::from(bmc_base_port),
+                )
+            } else {
+                (
+                    "127.0.0.1".to_owned(),
+                    usize::from(bmc_base_port) + first * SIM_BMCS_PER_RACK,
+                )
+            };
             let mut sim_args = vec![
+                "--listen".into(),
+                listen.clone(),
                 "--racks".into(),
                 count.to_string(),
                 "--first-rack".into(),
@@ -223,7 +240,7 @@ impl Cluster {
             }
             racks.extend(read_inventory(&inventory, count)?);
             sims.push(sim);
-            sim_admins.push(format!("http://127.0.0.1:{admin_port}"));
+            sim_admins.push(format!("http://{listen}:{admin_port}"));
         }
         // In rack-number order: the last is the highest.
         racks.sort_by_key(|r| {

@@ -24,6 +24,7 @@ mod ideal;
 mod measure;
 mod procs;
 mod report;
+mod rollout;
 mod scenario;
 
 use std::path::PathBuf;
@@ -84,6 +85,23 @@ enum Command {
         /// Override the number of workers of every scenario.
         #[arg(long)]
         workers: Option<usize>,
+    },
+    /// A firmware rollout over a site (phases 1, 10, 50, 100 %,
+    /// auto-advance) against the ideal of its plan, then the time from a
+    /// failure to its gate's pause.
+    Rollout {
+        /// Racks.
+        #[arg(long, default_value_t = 1000)]
+        racks: usize,
+        /// Workers.
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+        /// Racks' tasks open at once.
+        #[arg(long, default_value_t = 100)]
+        max_concurrent: u32,
+        /// Racks of the gate run.
+        #[arg(long, default_value_t = 20)]
+        gate_racks: usize,
     },
     /// Power-cycle racks under faults and check nothing was lost.
     Drill {
@@ -243,6 +261,41 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
                         r.failures.join("\n  ")
                     );
                 }
+            }
+            Ok(())
+        }
+        Command::Rollout {
+            racks,
+            workers,
+            max_concurrent,
+            gate_racks,
+        } => {
+            let spec = rollout::RolloutSpec {
+                racks,
+                workers,
+                max_concurrent,
+                phases: vec![1, 10, 50, 100],
+                time_scale: 0.05,
+                gate_racks: gate_racks.min(racks),
+            };
+            let work = work_dir(&cli.tools, "rollout");
+            eprintln!(
+                "== rollout: firmware over {racks} racks, phases 1/10/50/100 %, at most {max_concurrent} at once, {workers} workers"
+            );
+            let r = rollout::run(&tools, &spec, &work).await?;
+            println!("{}", serde_json::to_string_pretty(&r)?);
+            if let Some(path) = &cli.tools.json {
+                std::fs::write(path, serde_json::to_vec_pretty(&r)?)?;
+            }
+            if cli.tools.work_dir.is_none() {
+                let _ = std::fs::remove_dir_all(&work);
+            }
+            eprintln!(
+                "   {} in {:.1} s (ideal {:.1} s, ratio {:.2}); gate paused {:.0} ms after the failure, {} started after it",
+                r.status, r.makespan_s, r.ideal_s, r.ratio, r.gate_pause_ms, r.started_after_trip
+            );
+            if r.started_after_trip > 0 || r.completed != racks {
+                bail!("the rollout did not hold: {r:?}");
             }
             Ok(())
         }
