@@ -39,6 +39,10 @@ pub const RUN_POLL: Duration = Duration::from_millis(500);
 /// Runs worked on per look.
 const RUN_BATCH: i64 = 10;
 
+/// The most racks one run may target (the reference refuses more than
+/// 100; a submission takes at most 1,000).
+pub const MAX_RACKS_PER_RUN: usize = 20_000;
+
 fn conflict(message: String) -> ApiError {
     ApiError::new(ErrorCode::Conflict, message)
 }
@@ -93,7 +97,7 @@ impl TaskService {
     pub async fn create_run(&self, r: RunCreate) -> Result<RunRecord, ApiError> {
         check_name(&r.name)?;
         let mut problems = Vec::new();
-        let mut task = r.task.clone();
+        let task = r.task.clone();
         if !task.request_id.is_empty() {
             problems.push(
                 "task.request_id: set per target (run/<run>/<rack>/<attempt>), leave it out"
@@ -113,11 +117,20 @@ impl TaskService {
                     .to_owned(),
             );
         }
-        task.request_id = "run".to_owned();
-        if let Err(e) = task.check() {
+        // The request's own checks, but for its count of racks: a run's
+        // limit is MAX_RACKS_PER_RUN, not one submission's.
+        let mut probe = task.clone();
+        probe.request_id = "run".to_owned();
+        probe.racks.truncate(1);
+        if let Err(e) = probe.check() {
             problems.push(format!("task.{}", e.message));
         }
-        task.request_id.clear();
+        if task.racks.len() > MAX_RACKS_PER_RUN {
+            problems.push(format!(
+                "task.racks: at most {MAX_RACKS_PER_RUN} per run, got {}",
+                task.racks.len()
+            ));
+        }
         if r.max_concurrent == 0 {
             problems.push("max_concurrent: must be at least 1".to_owned());
         }
@@ -162,7 +175,7 @@ impl TaskService {
         if !problems.is_empty() {
             return Err(invalid(problems));
         }
-        let targets = self.targets(&task).await?;
+        let targets = self.targets_within(&task, MAX_RACKS_PER_RUN).await?;
         let racks = self
             .store
             .list_racks(&Default::default())

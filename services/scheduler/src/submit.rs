@@ -96,8 +96,20 @@ impl TaskService {
         Ok(TaskSubmitReply { results })
     }
 
-    /// The racks a request targets, each whole or at the components named.
+    /// The racks a request targets, each whole or at the components named
+    /// (at most [`MAX_RACKS_PER_SUBMIT`]).
     pub(crate) async fn targets(&self, request: &TaskSubmit) -> Result<Targets, ApiError> {
+        self.targets_within(request, MAX_RACKS_PER_SUBMIT).await
+    }
+
+    /// [`TaskService::targets`], at most `max` racks (a run submits its
+    /// targets one by one over hours, so it may hold many more than one
+    /// submission).
+    pub(crate) async fn targets_within(
+        &self,
+        request: &TaskSubmit,
+        max: usize,
+    ) -> Result<Targets, ApiError> {
         let mut targets = Targets::default();
         let by_more = !request.labels.is_empty() || !request.components.is_empty();
         for rack in &request.racks {
@@ -147,11 +159,11 @@ impl TaskService {
                 targets.add(RackRef(rack), Scope::Only(BTreeSet::from([component])));
             }
         }
-        if targets.racks.len() > MAX_RACKS_PER_SUBMIT {
+        if targets.racks.len() > max {
             return Err(ApiError::new(
                 ErrorCode::BadRequest,
                 format!(
-                    "the targets cover {} racks, at most {MAX_RACKS_PER_SUBMIT} per request",
+                    "the targets cover {} racks, at most {max} per request",
                     targets.racks.len()
                 ),
             ));
