@@ -76,8 +76,6 @@ pub struct RolloutReport {
     pub usage: ClusterUsage,
 }
 
-const FIRMWARE_URI: &str = "http://images.flow.invalid/gb200/fw-rollout.bin";
-
 fn images(version: &str) -> BTreeMap<ComponentType, FirmwareImage> {
     [ComponentType::Compute, ComponentType::NVSwitch]
         .into_iter()
@@ -85,7 +83,8 @@ fn images(version: &str) -> BTreeMap<ComponentType, FirmwareImage> {
             (
                 t,
                 FirmwareImage {
-                    image_uri: FIRMWARE_URI.into(),
+                    // The simulator installs the version the image's name carries.
+                    image_uri: format!("http://images.flow.invalid/gb200/fw-{version}.bin"),
                     version: Some(version.into()),
                 },
             )
@@ -236,7 +235,7 @@ async fn measure(cluster: &Cluster, spec: &RolloutSpec) -> anyhow::Result<Rollou
         &run_request(
             "site rollout",
             &names,
-            "2.1.0",
+            "99.1.0",
             PhasePolicy::Percentages(spec.phases.clone()),
             spec.max_concurrent,
             Gate {
@@ -248,7 +247,17 @@ async fn measure(cluster: &Cluster, spec: &RolloutSpec) -> anyhow::Result<Rollou
     )
     .await?;
     let limit = Duration::from_secs_f64(ideal_s * 4.0) + Duration::from_secs(600);
-    let done = until_run(cluster, "site rollout", limit, |r| r.status.is_final()).await?;
+    let done = until_run(cluster, "site rollout", limit, |r| {
+        r.status.is_final() || r.status == flow_protocol::run::RunStatus::Paused
+    })
+    .await?;
+    if !done.status.is_final() {
+        bail!(
+            "the site rollout paused ({}): {:?}",
+            done.reason,
+            done.gate.as_ref().map(|g| &g.figure)
+        );
+    }
     let makespan = done
         .finished_at
         .map(|f| seconds(f - done.created_at))
@@ -276,7 +285,7 @@ async fn measure(cluster: &Cluster, spec: &RolloutSpec) -> anyhow::Result<Rollou
         &run_request(
             "gate",
             &gate_racks,
-            "2.2.0",
+            "99.2.0",
             PhasePolicy::Equal(1),
             5,
             Gate {

@@ -434,14 +434,13 @@ impl RunTx {
         self.now_ms
     }
 
-    /// Locks up to `limit` runs a scheduler has work on (pending, running,
-    /// or paused outside their window) that no other transaction holds,
-    /// oldest first.
+    /// Locks up to `limit` runs that have not ended (pending, running or
+    /// paused: a paused run's open tasks still finish, and its targets must
+    /// say so) that no other transaction holds, oldest first.
     pub async fn claim_active(&mut self, limit: i64) -> Result<Vec<RunId>, StoreError> {
         let ids: Vec<Uuid> = sqlx::query_scalar(
-            "SELECT id FROM runs WHERE status IN ('pending', 'running') \
-             OR (status = 'paused' AND reason = 'outside_window') \
-             ORDER BY created_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED",
+            "SELECT id FROM runs WHERE status IN ('pending', 'running', 'paused') \
+             ORDER BY updated_at LIMIT $1 FOR NO KEY UPDATE SKIP LOCKED",
         )
         .bind(limit)
         .fetch_all(&mut *self.tx)
