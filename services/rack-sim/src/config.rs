@@ -20,8 +20,9 @@ pub const DEFAULT_COMPUTE: usize = 18;
 pub const DEFAULT_NVSWITCH: usize = 9;
 /// A GB200 NVL72 rack has 8 power shelves.
 pub const DEFAULT_POWERSHELF: usize = 8;
-/// Most racks one process serves: names are `rack-01` … `rack-999`.
-pub const MAX_RACKS: usize = 999;
+/// The highest rack number (a site of several simulators): names are
+/// `rack-01` … `rack-9999`.
+pub const MAX_RACKS: usize = 9999;
 
 /// Everything a simulator is started with. `Default` gives the binary's
 /// defaults: one NVL72 rack on 127.0.0.1, admin on 8800, OS-chosen BMC ports,
