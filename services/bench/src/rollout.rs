@@ -11,19 +11,18 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use flow_protocol::api::{TaskSubmit, endpoint};
 use flow_protocol::ids::RackRef;
-use flow_protocol::jobs::{ComponentTarget, FirmwareImage};
+use flow_protocol::jobs::FirmwareImage;
 use flow_protocol::run::{
     Gate, GateKind, GateScope, Ordering, PhasePolicy, RetryPolicy, RunByRef, RunCreate, RunRecord,
     RunTargets, TargetStatus,
 };
-use flow_rules::{ComponentType, OperationCode, RuleBatch};
+use flow_rules::{ComponentType, OperationCode};
 use serde::Serialize;
 
 use crate::api;
 use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools};
-use crate::ideal::ideal;
 use crate::measure::{RawRate, raw_jetstream};
-use crate::scenario::BENCH_RULES;
+use crate::scenario::{BENCH_RULES, rule_and_ideal};
 
 /// What the rollout benchmark runs.
 #[derive(Debug, Clone, Serialize)]
@@ -189,36 +188,9 @@ pub async fn run(tools: &Tools, spec: &RolloutSpec, work: &Path) -> anyhow::Resu
 async fn measure(cluster: &Cluster, spec: &RolloutSpec) -> anyhow::Result<RolloutReport> {
     api::load_rules(&cluster.nats, BENCH_RULES).await?;
     let upgrade = OperationCode::Firmware(flow_rules::FirmwareOperation::Upgrade);
-    let rule = RuleBatch::from_yaml_str(BENCH_RULES)
-        .map_err(|e| anyhow::anyhow!("{e}"))?
-        .rules
-        .into_iter()
-        .find(|r| r.operation == upgrade)
-        .context("no upgrade rule in the bench rules")?
-        .definition;
-    let rack = &cluster.racks[0];
-    let components: Vec<ComponentTarget> = rack
-        .components
-        .iter()
-        .filter_map(|c| {
-            Some(ComponentTarget {
-                rack: rack.name.clone(),
-                name: c.name.clone(),
-                component_type: c.component_type.parse::<ComponentType>().ok()?,
-                bmc_url: c.bmc_url.clone(),
-                credential_ref: c.credential_ref.clone(),
-                resource_id: None,
-            })
-        })
-        .collect();
-    let rack_ideal = ideal(
-        &rule,
-        upgrade,
-        &components,
-        &flow_rack_sim::Timings::default(),
-        spec.time_scale,
-    )?
-    .total;
+    let rack_ideal = rule_and_ideal(cluster, BENCH_RULES, upgrade, spec.time_scale)?
+        .1
+        .total;
     let names: Vec<String> = cluster.racks.iter().map(|r| r.name.clone()).collect();
     let sizes = flow_engine::rollout::phase_sizes(
         names.len(),

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::api;
 use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools};
-use crate::ideal::ideal;
+use crate::ideal::{Ideal, ideal};
 use crate::measure::{RawRate, Results, Spread, raw_jetstream, stage_advance};
 
 /// The reference rules, unchanged.
@@ -235,35 +235,7 @@ async fn measure(
 ) -> anyhow::Result<Report> {
     let yaml = rule_yaml(&s.rules);
     api::load_rules(&cluster.nats, yaml).await?;
-    let rule = RuleBatch::from_yaml_str(yaml)
-        .map_err(|e| anyhow::anyhow!("{e}"))?
-        .rules
-        .into_iter()
-        .find(|r| r.operation == operation)
-        .with_context(|| format!("no {operation} rule in the {} rules", s.rules))?
-        .definition;
-    let rack = &cluster.racks[0];
-    let components: Vec<ComponentTarget> = rack
-        .components
-        .iter()
-        .filter_map(|c| {
-            Some(ComponentTarget {
-                rack: rack.name.clone(),
-                name: c.name.clone(),
-                component_type: c.component_type.parse::<ComponentType>().ok()?,
-                bmc_url: c.bmc_url.clone(),
-                credential_ref: c.credential_ref.clone(),
-                resource_id: None,
-            })
-        })
-        .collect();
-    let ideal = ideal(
-        &rule,
-        operation,
-        &components,
-        &flow_rack_sim::Timings::default(),
-        s.time_scale,
-    )?;
+    let (rule, ideal) = rule_and_ideal(cluster, yaml, operation, s.time_scale)?;
     let stage_of = |step: usize| rule.steps.get(step).map_or(0, |st| st.stage.get());
 
     let results = Results::subscribe(&cluster.nats).await?;
@@ -358,6 +330,46 @@ async fn measure(
         jobs_vs_raw: jobs_per_s / raw.per_second,
         usage: cluster.usage(),
     })
+}
+
+/// The rule of `operation` in the rule batch `yaml`, and the ideal of one
+/// of the cluster's racks under it (racks are alike).
+pub fn rule_and_ideal(
+    cluster: &Cluster,
+    yaml: &str,
+    operation: OperationCode,
+    time_scale: f64,
+) -> anyhow::Result<(flow_rules::RuleDefinition, Ideal)> {
+    let rule = RuleBatch::from_yaml_str(yaml)
+        .map_err(|e| anyhow::anyhow!("{e}"))?
+        .rules
+        .into_iter()
+        .find(|r| r.operation == operation)
+        .with_context(|| format!("no {operation} rule in the rules"))?
+        .definition;
+    let rack = cluster.racks.first().context("the cluster has no racks")?;
+    let components: Vec<ComponentTarget> = rack
+        .components
+        .iter()
+        .filter_map(|c| {
+            Some(ComponentTarget {
+                rack: rack.name.clone(),
+                name: c.name.clone(),
+                component_type: c.component_type.parse::<ComponentType>().ok()?,
+                bmc_url: c.bmc_url.clone(),
+                credential_ref: c.credential_ref.clone(),
+                resource_id: None,
+            })
+        })
+        .collect();
+    let ideal = ideal(
+        &rule,
+        operation,
+        &components,
+        &flow_rack_sim::Timings::default(),
+        time_scale,
+    )?;
+    Ok((rule, ideal))
 }
 
 /// Waits until `n` tasks are in a final state; their statuses.

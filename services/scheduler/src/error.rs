@@ -83,3 +83,20 @@ pub(crate) fn api_error(error: SchedulerError) -> ApiError {
         }
     }
 }
+
+/// An `invalid` error for a request with `problems`: "the <what> is invalid
+/// (N problems)" listing each.
+pub(crate) fn invalid_request(what: &str, problems: Vec<String>) -> ApiError {
+    ApiError::invalid(
+        format!(
+            "the {what} is invalid ({} {})",
+            problems.len(),
+            if problems.len() == 1 {
+                "problem"
+            } else {
+                "problems"
+            }
+        ),
+        problems,
+    )
+}

@@ -27,7 +27,7 @@ use flow_store::tasks::Origin;
 use flow_telemetry::ErrorChain;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::store_error;
+use crate::error::{invalid_request, store_error};
 use crate::schedules::check_name;
 use crate::service::TaskService;
 use crate::submit::Scope;
@@ -48,18 +48,7 @@ fn conflict(message: String) -> ApiError {
 }
 
 fn invalid(problems: Vec<String>) -> ApiError {
-    ApiError::invalid(
-        format!(
-            "the run is invalid ({} {})",
-            problems.len(),
-            if problems.len() == 1 {
-                "problem"
-            } else {
-                "problems"
-            }
-        ),
-        problems,
-    )
+    invalid_request("run", problems)
 }
 
 fn time_of(ms: i64) -> time::OffsetDateTime {

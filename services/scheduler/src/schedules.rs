@@ -29,7 +29,7 @@ use flow_store::tasks::Origin;
 use flow_telemetry::ErrorChain;
 use tokio_util::sync::CancellationToken;
 
-use crate::error::store_error;
+use crate::error::{invalid_request, store_error};
 use crate::service::TaskService;
 
 /// How often the dispatcher looks for due schedules (a trigger, create or
@@ -52,18 +52,7 @@ fn request_id(schedule: ScheduleId, due_ms: i64) -> String {
 }
 
 fn invalid(problems: Vec<String>) -> ApiError {
-    ApiError::invalid(
-        format!(
-            "the schedule is invalid ({} {})",
-            problems.len(),
-            if problems.len() == 1 {
-                "problem"
-            } else {
-                "problems"
-            }
-        ),
-        problems,
-    )
+    invalid_request("schedule", problems)
 }
 
 pub(crate) fn check_name(name: &str) -> Result<(), ApiError> {
