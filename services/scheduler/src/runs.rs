@@ -172,11 +172,12 @@ impl TaskService {
             .map_err(store_error)?
             .racks;
         let by_name: BTreeMap<&str, _> = racks.iter().map(|r| (r.name.as_str(), r)).collect();
+        let by_id: BTreeMap<_, _> = racks.iter().map(|r| (r.id, r)).collect();
         let mut candidates = Vec::new();
         for (rack, _) in &targets.racks {
-            let found = racks
-                .iter()
-                .find(|r| r.id.to_string() == rack.0)
+            let found = rack
+                .as_id()
+                .and_then(|id| by_id.get(&id).copied())
                 .or_else(|| by_name.get(rack.0.as_str()).copied())
                 .ok_or_else(|| {
                     ApiError::new(ErrorCode::NotFound, format!("rack {:?} not found", rack.0))

@@ -421,19 +421,18 @@ impl TaskService {
                 BTreeMap::new()
             };
         for (rack, scope) in &targets.racks {
-            let record = match self.store.get_rack(rack).await {
-                Ok(r) => r,
-                Err(error) => {
-                    outcome.results.push(RackOutcome {
-                        rack: rack.0.clone(),
-                        submission: Submission::Refused(store_error(error)),
-                    });
-                    continue;
-                }
+            // Busy racks are known by name; a rack given by ID is looked up
+            // only when some rack is busy (submit_rack reads it anyway).
+            let name = match rack.as_id() {
+                Some(_) if !busy.is_empty() => match self.store.get_rack(rack).await {
+                    Ok(r) => r.name,
+                    Err(_) => rack.0.clone(),
+                },
+                _ => rack.0.clone(),
             };
-            if let Some(task) = busy.get(&record.name) {
+            if let Some(task) = busy.get(&name) {
                 outcome.skipped.push(Skipped {
-                    rack: record.name.clone(),
+                    rack: name,
                     task_id: *task,
                 });
                 continue;

@@ -233,7 +233,7 @@ pub struct Counts {
 }
 
 impl Counts {
-    /// Counts of `targets` (those `keep` selects).
+    /// Counts of `targets`.
     pub fn of<'a>(targets: impl IntoIterator<Item = &'a TargetView>) -> Counts {
         let mut c = Counts::default();
         for t in targets {

@@ -4,7 +4,6 @@
 //! `flow_engine::rollout`'s.
 
 use std::fmt;
-use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
@@ -12,67 +11,25 @@ use time::OffsetDateTime;
 use crate::api::TaskSubmit;
 use crate::ids::{RunId, TaskId};
 use crate::schedule::MaintenanceWindow;
+use crate::status::status_enum;
 
-macro_rules! wire_enum {
-    ($(#[$doc:meta])* $name:ident { $($(#[$vdoc:meta])* $variant:ident = $text:literal,)+ }) => {
-        $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-        #[serde(rename_all = "snake_case")]
-        pub enum $name {
-            $($(#[$vdoc])* $variant,)+
-        }
-
-        impl $name {
-            /// Every value.
-            pub const ALL: &[$name] = &[$($name::$variant,)+];
-
-            /// The wire name.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$variant => $text,)+
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl FromStr for $name {
-            type Err = String;
-
-            fn from_str(s: &str) -> Result<Self, Self::Err> {
-                match s {
-                    $($text => Ok($name::$variant),)+
-                    other => Err(format!(
-                        "{other:?} is not one of {}",
-                        [$($text),+].join(", ")
-                    )),
-                }
-            }
-        }
-    };
-}
-
-wire_enum!(
+status_enum!(
     /// Where a run is.
-    RunStatus {
+    RunStatus, "run", "pending, running, paused, completed, cancelled, failed, completed_with_failures" {
         /// Created; not yet picked up by a scheduler.
-        Pending = "pending",
+        Pending => "pending",
         /// Submitting targets.
-        Running = "running",
+        Running => "running",
         /// Stopped by an operator, a gate, conflicts or its window (`reason`).
-        Paused = "paused",
+        Paused => "paused",
         /// Every target completed.
-        Completed = "completed",
+        Completed => "completed",
         /// Cancelled by an operator.
-        Cancelled = "cancelled",
+        Cancelled => "cancelled",
         /// Every target failed.
-        Failed = "failed",
+        Failed => "failed",
         /// Done; some targets failed.
-        CompletedWithFailures = "completed_with_failures",
+        CompletedWithFailures => "completed_with_failures",
     }
 );
 
@@ -89,41 +46,41 @@ impl RunStatus {
     }
 }
 
-wire_enum!(
+status_enum!(
     /// Why a run is paused.
-    RunReason {
+    RunReason, "run reason", "none, operator_paused, phase_gate, safety_gate, conflict_retry_timeout, outside_window" {
         /// Not paused.
-        None = "none",
+        None => "none",
         /// An operator paused it.
-        OperatorPaused = "operator_paused",
+        OperatorPaused => "operator_paused",
         /// A phase completed; waiting for `advance` (no auto-advance).
-        PhaseGate = "phase_gate",
+        PhaseGate => "phase_gate",
         /// A safety gate tripped.
-        SafetyGate = "safety_gate",
+        SafetyGate => "safety_gate",
         /// A target stayed blocked by conflicting tasks past the retry timeout.
-        ConflictRetryTimeout = "conflict_retry_timeout",
+        ConflictRetryTimeout => "conflict_retry_timeout",
         /// Outside its maintenance windows; resumes when one opens.
-        OutsideWindow = "outside_window",
+        OutsideWindow => "outside_window",
     }
 );
 
-wire_enum!(
+status_enum!(
     /// Where one target (a rack) of a run is.
-    TargetStatus {
+    TargetStatus, "run target", "pending, blocked, submitted, completed, failed, terminated, skipped" {
         /// Not yet submitted.
-        Pending = "pending",
+        Pending => "pending",
         /// Refused for a conflict; tried again later.
-        Blocked = "blocked",
+        Blocked => "blocked",
         /// Its task is open.
-        Submitted = "submitted",
+        Submitted => "submitted",
         /// Its task completed.
-        Completed = "completed",
+        Completed => "completed",
         /// Its task failed (or was refused for a reason other than a conflict).
-        Failed = "failed",
+        Failed => "failed",
         /// Its task was cancelled.
-        Terminated = "terminated",
+        Terminated => "terminated",
         /// Left out (the run was cancelled first).
-        Skipped = "skipped",
+        Skipped => "skipped",
     }
 );
 

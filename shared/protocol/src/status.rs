@@ -1,18 +1,14 @@
-//! The statuses of tasks, steps, stages and components. Each travels (and
+//! The statuses of tasks, steps, stages and components (and, through
+//! [`status_enum`], of runs and their targets). Each travels (and
 //! is stored) as its snake-case name; [`as_str`](TaskStatus::as_str) and
 //! `FromStr` are the one mapping between the two, used by the API, the
 //! events and the store's row layer alike.
-
-use std::fmt;
-use std::str::FromStr;
-
-use serde::{Deserialize, Serialize};
 
 /// A status name that is not one of the enum's.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("unknown {what} status {text:?}; allowed: {allowed}")]
 pub struct UnknownStatus {
-    /// `task`, `step`, `stage` or `component`.
+    /// `task`, `step`, `stage`, `component`, `run`, `run reason` or `run target`.
     pub what: &'static str,
     /// The text given.
     pub text: String,
@@ -28,7 +24,7 @@ macro_rules! status_enum {
         }
     ) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
         #[serde(rename_all = "snake_case")]
         pub enum $name {
             $($(#[$vdoc])* $variant,)+
@@ -46,24 +42,26 @@ macro_rules! status_enum {
             }
         }
 
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.as_str())
             }
         }
 
-        impl FromStr for $name {
-            type Err = UnknownStatus;
+        impl std::str::FromStr for $name {
+            type Err = $crate::status::UnknownStatus;
 
             fn from_str(s: &str) -> Result<Self, Self::Err> {
                 match s {
                     $($text => Ok($name::$variant),)+
-                    _ => Err(UnknownStatus { what: $what, text: s.to_owned(), allowed: $allowed }),
+                    _ => Err($crate::status::UnknownStatus { what: $what, text: s.to_owned(), allowed: $allowed }),
                 }
             }
         }
     };
 }
+
+pub(crate) use status_enum;
 
 status_enum!(
     /// Where a task stands: `waiting → pending → running → completed |

@@ -436,7 +436,9 @@ impl RunTx {
 
     /// Locks up to `limit` runs that have not ended (pending, running or
     /// paused: a paused run's open tasks still finish, and its targets must
-    /// say so) that no other transaction holds, oldest first.
+    /// say so) that no other transaction holds, the least recently saved
+    /// first (every look saves its run, so more than a batch of open runs
+    /// take turns).
     pub async fn claim_active(&mut self, limit: i64) -> Result<Vec<RunId>, StoreError> {
         let ids: Vec<Uuid> = sqlx::query_scalar(
             "SELECT id FROM runs WHERE status IN ('pending', 'running', 'paused') \
