@@ -9,6 +9,8 @@
 //! | `DELETE /admin/v1/faults` | `200` `[]` |
 //! | `DELETE /admin/v1/faults/{id}` | `200` the new list; `404` if absent |
 //! | `POST /admin/v1/reset` | `204`; every component back to its initial state |
+//! | `POST /admin/v1/racks/{rack}/components/{component}/conditions` (`{"kind": "leak" \| "over_temperature"}`) | `200` the [`Condition`] (the one already raised, if any); `400` if invalid; `404` for an unknown component |
+//! | `DELETE /admin/v1/racks/{rack}/components/{component}/conditions` | `200` `{"cleared": n}` |
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -22,6 +24,7 @@ use axum::{Json, Router};
 
 use crate::api_error::ApiError;
 use crate::faults::{Fault, FaultError, FaultId, FaultSpec};
+use crate::model::{Condition, ConditionKind};
 use crate::world::World;
 use crate::{lifecycle, state};
 
@@ -35,10 +38,43 @@ pub(crate) fn router(world: Arc<World>) -> Router {
         )
         .route("/admin/v1/faults/{id}", delete(remove_fault))
         .route("/admin/v1/reset", post(reset))
+        .route(
+            "/admin/v1/racks/{rack}/components/{component}/conditions",
+            post(raise_condition).delete(clear_conditions),
+        )
         .merge(lifecycle::router())
         .fallback(|| async { ApiError::NotFound("no such admin or lifecycle path".to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(world)
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RaiseRequest {
+    kind: ConditionKind,
+}
+
+async fn raise_condition(
+    State(world): State<Arc<World>>,
+    Path((rack, component)): Path<(String, String)>,
+    body: Bytes,
+) -> Result<Json<Condition>, ApiError> {
+    let request: RaiseRequest = serde_json::from_slice(&body)
+        .map_err(|e| ApiError::BadRequest(format!("invalid condition: {e}")))?;
+    world
+        .raise(&rack, &component, request.kind)
+        .map(Json)
+        .map_err(|e| ApiError::NotFound(e.to_string()))
+}
+
+async fn clear_conditions(
+    State(world): State<Arc<World>>,
+    Path((rack, component)): Path<(String, String)>,
+) -> Result<Response, ApiError> {
+    let cleared = world
+        .clear_conditions(&rack, &component)
+        .map_err(|e| ApiError::NotFound(e.to_string()))?;
+    Ok(Json(serde_json::json!({ "cleared": cleared })).into_response())
 }
 
 async fn show_state(State(world): State<Arc<World>>) -> Response {

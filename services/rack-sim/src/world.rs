@@ -6,16 +6,17 @@
 //! what the timeline says. Lock order: one rack, then the fault store.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use tokio::sync::{Notify, watch};
+use tokio::sync::{Notify, broadcast, watch};
 use tokio::time::Instant;
 
 use crate::clock::Clock;
 use crate::config::{SimConfig, Timings};
 use crate::faults::Faults;
-use crate::model::{Component, ComponentKind, Ctx, PowerState, Rack};
+use crate::model::{Component, ComponentKind, Condition, ConditionKind, Ctx, PowerState, Rack};
 use crate::sync::lock;
 
 /// Where a component sits: rack index and component index.
@@ -75,6 +76,32 @@ struct RackEntry {
     by_name: HashMap<String, usize>,
 }
 
+/// A condition raised on a component, for the BMCs' event streams.
+#[derive(Debug, Clone)]
+pub(crate) struct RaisedEvent {
+    /// Where.
+    pub(crate) at: ComponentRef,
+    /// What.
+    pub(crate) condition: Condition,
+}
+
+/// Events kept for slow SSE readers before they miss some (they then find
+/// the condition in the chassis' `Status.Conditions`).
+const EVENT_BUFFER: usize = 1024;
+
+/// Why a condition cannot be raised or cleared.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum ConditionError {
+    /// No such rack or component.
+    #[error("no component {component:?} in rack {rack:?}")]
+    Unknown {
+        /// The rack named.
+        rack: String,
+        /// The component named.
+        component: String,
+    },
+}
+
 /// Everything the listeners, the driver and the admin API share.
 #[derive(Debug)]
 pub(crate) struct World {
@@ -93,6 +120,9 @@ pub(crate) struct World {
     /// Redfish requests: total and peak in flight at one BMC.
     pub(crate) requests: crate::gauge::RequestGauge,
     wake: Notify,
+    /// Conditions as they are raised (the compute trays' SSE streams).
+    pub(crate) events: broadcast::Sender<Arc<RaisedEvent>>,
+    next_condition: AtomicU64,
 }
 
 impl World {
@@ -157,6 +187,8 @@ impl World {
             resets: crate::gauge::ResetGauge::default(),
             requests: crate::gauge::RequestGauge::default(),
             wake: Notify::new(),
+            events: broadcast::Sender::new(EVENT_BUFFER),
+            next_condition: AtomicU64::new(1),
             config,
         };
         for spec in world.config.faults.clone() {
@@ -407,6 +439,69 @@ impl World {
     /// Resolves when someone poked or changed a rack.
     pub(crate) async fn poked(&self) {
         self.wake.notified().await;
+    }
+
+    /// Puts a component in a condition (a second one of a kind it is in
+    /// already changes nothing) and publishes it to its BMC's event stream.
+    pub(crate) fn raise(
+        &self,
+        rack: &str,
+        component: &str,
+        kind: ConditionKind,
+    ) -> Result<Condition, ConditionError> {
+        let at = self
+            .locate(rack, component)
+            .ok_or_else(|| ConditionError::Unknown {
+                rack: rack.to_owned(),
+                component: component.to_owned(),
+            })?;
+        let (condition, new) = self.with_rack(at.rack, |r, now, _| {
+            let c = &mut r.components[at.component];
+            if let Some(existing) = c.conditions.iter().find(|x| x.kind == kind) {
+                return (existing.clone(), false);
+            }
+            let wall = self.clock.wall(now);
+            // Whole milliseconds: the timestamp is part of the event's
+            // identity, so it must read back the same from every resource.
+            let since = wall
+                .replace_nanosecond(wall.millisecond() as u32 * 1_000_000)
+                .unwrap_or(wall);
+            let condition = Condition {
+                id: self.next_condition.fetch_add(1, Ordering::Relaxed),
+                kind,
+                since,
+            };
+            c.conditions.push(condition.clone());
+            (condition, true)
+        });
+        if new {
+            tracing::info!(rack, component, kind = ?kind, id = condition.id, "condition raised");
+            // No subscriber is not an error: nobody is listening yet.
+            let _ = self.events.send(Arc::new(RaisedEvent {
+                at,
+                condition: condition.clone(),
+            }));
+        }
+        Ok(condition)
+    }
+
+    /// Clears a component's conditions; returns how many there were.
+    pub(crate) fn clear_conditions(
+        &self,
+        rack: &str,
+        component: &str,
+    ) -> Result<usize, ConditionError> {
+        let at = self
+            .locate(rack, component)
+            .ok_or_else(|| ConditionError::Unknown {
+                rack: rack.to_owned(),
+                component: component.to_owned(),
+            })?;
+        let cleared = self.with_rack(at.rack, |r, _, _| {
+            std::mem::take(&mut r.components[at.component].conditions).len()
+        });
+        tracing::info!(rack, component, cleared, "conditions cleared");
+        Ok(cleared)
     }
 
     /// Restores every rack and the configured faults.

@@ -383,6 +383,88 @@ pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8])
             })
             .await
         }
+        ep::EventRuleCreate::NAME => {
+            serve::<ep::EventRuleCreate, _, _>(
+                body,
+                |r| async move { tasks.create_event_rule(r).await },
+            )
+            .await
+        }
+        ep::EventRuleGet::NAME => {
+            serve::<ep::EventRuleGet, _, _>(
+                body,
+                |r| async move { tasks.event_rule(&r.rule).await },
+            )
+            .await
+        }
+        ep::EventRuleList::NAME => {
+            serve::<ep::EventRuleList, _, _>(body, |_| async move {
+                Ok(flow_protocol::event::EventRuleListReply {
+                    rules: tasks.event_rules().await?,
+                })
+            })
+            .await
+        }
+        ep::EventRuleUpdate::NAME => {
+            serve::<ep::EventRuleUpdate, _, _>(
+                body,
+                |r| async move { tasks.update_event_rule(r).await },
+            )
+            .await
+        }
+        ep::EventRuleEnable::NAME => {
+            serve::<ep::EventRuleEnable, _, _>(body, |r| async move {
+                tasks.enable_event_rule(&r.rule, r.enabled).await
+            })
+            .await
+        }
+        ep::EventRuleDelete::NAME => {
+            serve::<ep::EventRuleDelete, _, _>(body, |r| async move {
+                tasks.delete_event_rule(&r.rule).await
+            })
+            .await
+        }
+        ep::EventRuleBind::NAME => {
+            serve::<ep::EventRuleBind, _, _>(
+                body,
+                |r| async move { tasks.bind_event_rule(r).await },
+            )
+            .await
+        }
+        ep::EventRuleUnbind::NAME => {
+            serve::<ep::EventRuleUnbind, _, _>(body, |r| async move {
+                Ok(flow_protocol::event::UnbindReply {
+                    removed: tasks.unbind_event_rule(r.event_type, &r.scope).await?,
+                })
+            })
+            .await
+        }
+        ep::EventRuleBindings::NAME => {
+            serve::<ep::EventRuleBindings, _, _>(body, |_| async move {
+                Ok(flow_protocol::event::BindingListReply {
+                    bindings: store.list_bindings().await.map_err(store_error)?,
+                })
+            })
+            .await
+        }
+        ep::EventPublish::NAME => {
+            serve::<ep::EventPublish, _, _>(body, |r| async move { tasks.ingest_event(&r).await })
+                .await
+        }
+        ep::EventGet::NAME => {
+            serve::<ep::EventGet, _, _>(body, |r| async move { tasks.event(r.id).await }).await
+        }
+        ep::EventList::NAME => {
+            serve::<ep::EventList, _, _>(body, |r| async move {
+                Ok(flow_protocol::event::EventListReply {
+                    events: store
+                        .list_events(r.rack.as_deref(), r.limit.unwrap_or(50).min(1000))
+                        .await
+                        .map_err(store_error)?,
+                })
+            })
+            .await
+        }
         ep::RunCreate::NAME => {
             serve::<ep::RunCreate, _, _>(body, |r| async move { tasks.create_run(r).await }).await
         }

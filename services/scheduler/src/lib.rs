@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod error;
+pub mod events;
 pub mod metrics;
 pub mod outbox;
 pub mod results;
@@ -97,6 +98,12 @@ impl Scheduler {
         loops.push(tokio::spawn(tasks.clone().run_submissions(stop.clone())));
         loops.push(tokio::spawn(tasks.clone().run_schedules(stop.clone())));
         loops.push(tokio::spawn(tasks.clone().run_runs(stop.clone())));
+        loops.push(tokio::spawn(
+            tasks.clone().run_hardware_events(stop.clone()),
+        ));
+        loops.push(tokio::spawn(
+            tasks.clone().run_event_executions(stop.clone()),
+        ));
         let api = api::ApiService::start(client, store, tasks)
             .await
             .map_err(SchedulerError::Api)?;

@@ -89,6 +89,13 @@ pub struct SchedulerMetrics {
     pub steps_overdue: Gauge,
     /// Steps failed by the deadline sweeper.
     pub deadline_failures: Counter,
+    /// Hardware events stored, by event type (a repeat is not counted).
+    pub hardware_events: Family<StatusLabels, Counter>,
+    /// Attempts of event-rule actions, by outcome: `completed`, `retry`,
+    /// `failed`.
+    pub event_executions: Family<OutcomeLabels, Counter>,
+    /// Alerts raised by event rules, by severity.
+    pub event_alerts: Family<StatusLabels, Counter>,
 }
 
 impl SchedulerMetrics {
@@ -108,6 +115,9 @@ impl SchedulerMetrics {
             messages_parked: Family::default(),
             steps_overdue: Gauge::default(),
             deadline_failures: Counter::default(),
+            hardware_events: Family::default(),
+            event_executions: Family::default(),
+            event_alerts: Family::default(),
         }
     }
 
@@ -177,8 +187,26 @@ impl SchedulerMetrics {
             "Steps failed by the deadline sweeper",
             m.deadline_failures.clone(),
         );
+        r.register(
+            "hardware_events",
+            "Hardware events stored (each identity once), by event type (label status)",
+            m.hardware_events.clone(),
+        );
+        r.register(
+            "event_executions",
+            "Attempts of event-rule actions, by outcome (completed, retry, failed)",
+            m.event_executions.clone(),
+        );
+        r.register(
+            "event_alerts",
+            "Alerts raised by event rules, by severity (label status)",
+            m.event_alerts.clone(),
+        );
         // Known label values start at zero, so that rate() sees the first
         // increment.
+        for outcome in ["completed", "retry", "failed"] {
+            let _ = m.event_executions.get_or_create(&OutcomeLabels { outcome });
+        }
         for outcome in ["accepted", "queued", "duplicate", "rejected"] {
             let _ = m.submissions.get_or_create(&OutcomeLabels { outcome });
         }

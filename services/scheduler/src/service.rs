@@ -31,6 +31,8 @@ pub struct TaskService {
     pub(crate) schedule_poke: Arc<Notify>,
     /// Wakes the run dispatcher: a run was created or changed.
     pub(crate) run_poke: Arc<Notify>,
+    /// Wakes the event-action dispatcher: an event arrived.
+    pub(crate) event_poke: Arc<Notify>,
     pub(crate) metrics: SchedulerMetrics,
 }
 
@@ -48,6 +50,7 @@ impl TaskService {
             poke: Arc::new(Notify::new()),
             schedule_poke: Arc::new(Notify::new()),
             run_poke: Arc::new(Notify::new()),
+            event_poke: Arc::new(Notify::new()),
             metrics,
         }
     }

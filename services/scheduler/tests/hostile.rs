@@ -392,6 +392,83 @@ fn endpoint_cases() -> Vec<Case> {
             ("run", json!(5)),
             Some("run"),
         ),
+        (
+            endpoint::EventRuleCreate::NAME,
+            json!({"spec": {"name": "r", "event_type": "hardware.leak.detected",
+                            "actions": [{"name": "a", "do": {"kind": "noop"}}]}}),
+            ("enabled", json!("yes")),
+            Some("spec"),
+        ),
+        (
+            endpoint::EventRuleGet::NAME,
+            json!({"rule": "r"}),
+            ("rule", json!(1)),
+            Some("rule"),
+        ),
+        (
+            endpoint::EventRuleList::NAME,
+            json!({}),
+            ("rule", json!(1)),
+            None,
+        ),
+        (
+            endpoint::EventRuleUpdate::NAME,
+            json!({"rule": "r", "revision": 1, "spec": {"name": "r",
+                   "event_type": "hardware.leak.detected",
+                   "actions": [{"name": "a", "do": {"kind": "noop"}}]}}),
+            ("revision", json!("one")),
+            Some("revision"),
+        ),
+        (
+            endpoint::EventRuleEnable::NAME,
+            json!({"rule": "r", "enabled": true}),
+            ("enabled", json!("yes")),
+            Some("enabled"),
+        ),
+        (
+            endpoint::EventRuleDelete::NAME,
+            json!({"rule": "r"}),
+            ("rule", json!([])),
+            Some("rule"),
+        ),
+        (
+            endpoint::EventRuleBind::NAME,
+            json!({"rule": "r", "scope": "site"}),
+            ("scope", json!("row")),
+            Some("scope"),
+        ),
+        (
+            endpoint::EventRuleUnbind::NAME,
+            json!({"event_type": "hardware.leak.detected", "scope": {"rack": "rack-01"}}),
+            ("event_type", json!("hardware.flood")),
+            Some("event_type"),
+        ),
+        (
+            endpoint::EventRuleBindings::NAME,
+            json!({}),
+            ("rule", json!(1)),
+            None,
+        ),
+        (
+            endpoint::EventPublish::NAME,
+            json!({"source": "s", "key": "k", "event_type": "hardware.leak.detected",
+                   "severity": "critical", "rack": "rack-01", "component": "compute-01",
+                   "observed_at": "2026-12-01T00:00:00Z"}),
+            ("severity", json!("dire")),
+            Some("key"),
+        ),
+        (
+            endpoint::EventGet::NAME,
+            json!({"id": id}),
+            ("id", json!("not-a-uuid")),
+            Some("id"),
+        ),
+        (
+            endpoint::EventList::NAME,
+            json!({}),
+            ("limit", json!("x")),
+            None,
+        ),
     ]
 }
 
@@ -420,7 +497,14 @@ async fn every_endpoint_answers_hostile_requests_with_an_error_naming_the_field(
         let mut body = good.clone();
         body[field] = wrong.clone();
         let e = env.refused(name, bytes(&body), field).await;
-        if name != endpoint::TaskCounts::NAME && name != endpoint::RackList::NAME {
+        if ![
+            endpoint::TaskCounts::NAME,
+            endpoint::RackList::NAME,
+            endpoint::EventRuleList::NAME,
+            endpoint::EventRuleBindings::NAME,
+        ]
+        .contains(&name)
+        {
             assert!(
                 e.message
                     .starts_with(&format!("request body is not a valid request: {field}: ")),

@@ -22,6 +22,7 @@ mod job;
 pub mod metrics;
 pub mod progress;
 mod pull;
+pub mod watch;
 
 use std::sync::Arc;
 use std::time::Duration;

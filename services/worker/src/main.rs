@@ -46,6 +46,17 @@ struct Args {
     /// free port), or `off` [default: 127.0.0.1:9451; if taken, no listener].
     #[arg(long, env = "FLOW_METRICS_LISTEN")]
     metrics_listen: Option<MetricsListen>,
+    /// Also watch every BMC of the inventory for hardware events (leaks,
+    /// critical temperatures) and publish them: run it on one or two
+    /// workers, not all (each watcher reads every BMC).
+    #[arg(long, env = "FLOW_WORKER_WATCH")]
+    watch: bool,
+    /// How often a BMC without an event stream is read, in seconds.
+    #[arg(long, env = "FLOW_WATCH_POLL_SECONDS", default_value_t = 60.0)]
+    watch_poll_seconds: f64,
+    /// How often the watcher reads the inventory again, in seconds.
+    #[arg(long, env = "FLOW_WATCH_INVENTORY_SECONDS", default_value_t = 30.0)]
+    watch_inventory_seconds: f64,
 }
 
 /// The worker's metrics port; the scheduler's is 9450. Several workers on
@@ -83,6 +94,8 @@ async fn main() -> anyhow::Result<()> {
         )),
         None => None,
     };
+    let watch_http = redfish.http_client()?;
+    let watch_credentials = Arc::clone(&credentials);
     let registry = flow_redfish::registry(&redfish, credentials, lifecycle)?;
     let mut metrics_registry = MetricsRegistry::new();
     let metrics = WorkerMetrics::register(&mut metrics_registry);
@@ -109,6 +122,30 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("stopping: no new jobs; jobs in flight checkpoint and hand back");
         signal.cancel();
     });
+    if args.watch {
+        let seconds = |s: f64, what: &str| {
+            if s.is_finite() && s > 0.0 {
+                Ok(std::time::Duration::from_secs_f64(s))
+            } else {
+                Err(anyhow::anyhow!(
+                    "{what}: a positive number of seconds, not {s}"
+                ))
+            }
+        };
+        let config = flow_worker::watch::WatchConfig {
+            poll_every: seconds(args.watch_poll_seconds, "--watch-poll-seconds")?,
+            inventory_every: seconds(args.watch_inventory_seconds, "--watch-inventory-seconds")?,
+            ..Default::default()
+        };
+        tracing::info!(poll_every = ?config.poll_every, "watching BMCs for hardware events");
+        tokio::spawn(flow_worker::watch::run(
+            client.clone(),
+            watch_http,
+            watch_credentials,
+            config,
+            stop.clone(),
+        ));
+    }
     tracing::info!(max_jobs = args.max_jobs, "worker running");
     flow_worker::run_with_metrics(
         client.clone(),

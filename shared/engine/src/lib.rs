@@ -27,6 +27,7 @@
 pub mod calendar;
 pub mod checkpoint;
 pub mod clock;
+pub mod events;
 pub mod executor;
 pub mod images;
 pub mod job;

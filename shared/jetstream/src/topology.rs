@@ -105,6 +105,16 @@ pub async fn ensure(js: &jetstream::Context, topology: Topology) -> Result<(), a
             durable(CONSUMER_SCHEDULER, SCHEDULER_ACK_WAIT),
         )
         .await?;
+    js.get_or_create_stream(work_queue(
+        flow_protocol::event::STREAM_HARDWARE,
+        flow_protocol::event::HARDWARE_SUBJECTS,
+    ))
+    .await?
+    .get_or_create_consumer(
+        flow_protocol::event::CONSUMER_HARDWARE,
+        durable(flow_protocol::event::CONSUMER_HARDWARE, SCHEDULER_ACK_WAIT),
+    )
+    .await?;
     js.create_key_value(jetstream::kv::Config {
         bucket: BUCKET_JOB_STATE.to_owned(),
         history: 1,

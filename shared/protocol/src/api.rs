@@ -277,6 +277,30 @@ pub mod endpoint {
         RunAdvance = "run.advance": crate::run::RunAdvance => crate::run::RunRecord;
         /// Cancel a run and its open tasks.
         RunCancel = "run.cancel": crate::run::RunByRef => crate::run::RunRecord;
+        /// Create an event rule (disabled unless asked).
+        EventRuleCreate = "event_rule.create": crate::event::EventRuleCreate => crate::event::EventRuleRecord;
+        /// Get an event rule (or a built-in: `builtin:<event type>`).
+        EventRuleGet = "event_rule.get": crate::event::EventRuleByRef => crate::event::EventRuleRecord;
+        /// List event rules, then the built-ins.
+        EventRuleList = "event_rule.list": crate::event::EventRuleList => crate::event::EventRuleListReply;
+        /// Change an event rule at the revision read.
+        EventRuleUpdate = "event_rule.update": crate::event::EventRuleUpdate => crate::event::EventRuleRecord;
+        /// Enable or disable an event rule.
+        EventRuleEnable = "event_rule.enable": crate::event::EventRuleEnable => crate::event::EventRuleRecord;
+        /// Delete an event rule and its bindings.
+        EventRuleDelete = "event_rule.delete": crate::event::EventRuleByRef => crate::event::EventRuleDeleteReply;
+        /// Bind a rule to the site or a rack for its event type.
+        EventRuleBind = "event_rule.bind": crate::event::EventRuleBind => crate::event::BindingRecord;
+        /// Remove the binding of an event type at a scope.
+        EventRuleUnbind = "event_rule.unbind": crate::event::EventRuleUnbind => crate::event::UnbindReply;
+        /// Every binding.
+        EventRuleBindings = "event_rule.bindings": crate::event::BindingList => crate::event::BindingListReply;
+        /// Hand in a hardware event (as a watcher publishes it).
+        EventPublish = "event.publish": crate::event::HardwareEvent => crate::event::EventPublishReply;
+        /// Get an event and its executions.
+        EventGet = "event.get": crate::event::EventById => crate::event::EventRecord;
+        /// List events, newest first.
+        EventList = "event.list": crate::event::EventList => crate::event::EventListReply;
     }
 }
 

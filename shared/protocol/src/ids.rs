@@ -72,6 +72,18 @@ typed_id!(
     /// Identifies a phased rollout (a run).
     RunId
 );
+typed_id!(
+    /// Identifies an event rule.
+    EventRuleId
+);
+typed_id!(
+    /// Identifies a stored hardware event.
+    EventId
+);
+typed_id!(
+    /// Identifies one action's execution for one event.
+    ExecutionId
+);
 
 /// A rack named by ID or by its unique name, as operators type it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod decode;
+pub mod event;
 pub mod ids;
 pub mod jobs;
 pub mod labels;
@@ -16,5 +17,7 @@ pub mod status;
 pub mod subjects;
 pub mod task;
 
-pub use ids::{ComponentId, RackId, RuleId, RunId, ScheduleId, TaskId};
+pub use ids::{
+    ComponentId, EventId, EventRuleId, ExecutionId, RackId, RuleId, RunId, ScheduleId, TaskId,
+};
 pub use status::{ComponentOutcome, StageStatus, StepStatus, TaskStatus};

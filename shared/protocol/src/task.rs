@@ -178,6 +178,9 @@ pub struct TaskRecord {
     /// The phased rollout it was submitted for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run_id: Option<crate::ids::RunId>,
+    /// The hardware event whose rule submitted it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_id: Option<crate::ids::EventId>,
     /// Its steps, by stage then index.
     pub steps: Vec<StepRecord>,
 }

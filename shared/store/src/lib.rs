@@ -5,6 +5,7 @@
 //! domain types with typed IDs.
 
 mod error;
+pub mod events;
 mod racks;
 mod resolve;
 mod rows;

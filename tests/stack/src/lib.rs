@@ -303,6 +303,28 @@ impl Stack {
         self.workers.push(WorkerTask { stop, handle });
     }
 
+    /// Starts a hardware watcher (`flow-worker --watch`) on the simulator's
+    /// BMCs; it stops with the workers.
+    pub fn start_watcher(&mut self, config: flow_worker::watch::WatchConfig) {
+        let stop = CancellationToken::new();
+        let credentials = Arc::new(CredentialStore::single(
+            flow_rack_sim::CREDENTIAL_REF,
+            flow_rack_sim::DEFAULT_USER,
+            flow_rack_sim::DEFAULT_PASSWORD,
+        ));
+        let http = RedfishSettings::default()
+            .http_client()
+            .expect("an HTTP client");
+        let handle = tokio::spawn(flow_worker::watch::run(
+            self.client.clone(),
+            http,
+            credentials,
+            config,
+            stop.clone(),
+        ));
+        self.workers.push(WorkerTask { stop, handle });
+    }
+
     /// Kills every worker as a crash would: their futures are dropped
     /// mid-await, nothing is checkpointed or acknowledged on the way out.
     pub async fn kill_workers(&mut self) {

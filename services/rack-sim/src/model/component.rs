@@ -77,6 +77,9 @@ pub struct Component {
     /// Requests the BMC refused or failed (an injected fault, a refused
     /// command), oldest first.
     pub refused: Vec<Refused>,
+    /// Hardware conditions it is in (a leak, an over-temperature), oldest
+    /// first; at most one of each kind.
+    pub conditions: Vec<super::Condition>,
 }
 
 /// A request the BMC answered with an error.
@@ -116,6 +119,7 @@ impl Component {
             lifecycle: Lifecycle::new(now),
             commands: Vec::new(),
             refused: Vec::new(),
+            conditions: Vec::new(),
         }
     }
 

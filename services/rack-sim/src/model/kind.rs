@@ -69,6 +69,9 @@ pub struct Profile {
     pub power_resource: PowerResource,
     /// `ResetType@Redfish.AllowableValues` of that action.
     pub resets: &'static [ResetType],
+    /// Whether the BMC has an EventService with an SSE stream (otherwise
+    /// its conditions are only seen by reading the chassis).
+    pub event_service: bool,
 }
 
 /// Reset values of ComputerSystem.Reset on both tray kinds.
@@ -108,6 +111,7 @@ static COMPUTE: Profile = Profile {
     manager_firmware: "FW_BMC_0",
     power_resource: PowerResource::System,
     resets: TRAY_RESETS,
+    event_service: true,
 };
 
 static NVSWITCH: Profile = Profile {
@@ -136,6 +140,7 @@ static NVSWITCH: Profile = Profile {
     manager_firmware: "FW_BMC_0",
     power_resource: PowerResource::System,
     resets: TRAY_RESETS,
+    event_service: false,
 };
 
 static POWERSHELF: Profile = Profile {
@@ -157,6 +162,7 @@ static POWERSHELF: Profile = Profile {
     manager_firmware: "FW_PMC_0",
     power_resource: PowerResource::Chassis,
     resets: &[ResetType::On, ResetType::ForceOff],
+    event_service: false,
 };
 
 /// Power supplies per shelf (`PowerSubsystem/PowerSupplies/0..5`).

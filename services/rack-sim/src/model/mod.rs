@@ -2,6 +2,7 @@
 //! tasks, lifecycle, and the rack physics that ties them together. No I/O.
 
 mod component;
+mod condition;
 mod firmware;
 mod kind;
 mod lifecycle;
@@ -10,6 +11,7 @@ mod rack;
 mod version;
 
 pub use component::{CommandKind, Component, Refused};
+pub use condition::{Condition, ConditionKind};
 pub use firmware::{TaskState, UpdateTask};
 pub use kind::{ComponentKind, PowerResource, Profile, SHELF_POWER_SUPPLIES};
 pub use lifecycle::DecommissionStart;

@@ -52,7 +52,7 @@ pub(crate) fn chassis(view: &View<'_>) -> Value {
         "Model": profile.model,
         "PartNumber": profile.model,
         "SerialNumber": c.serial,
-        "Status": status(true),
+        "Status": super::event::chassis_status(view),
         "Links": links,
     });
     if profile.power_resource == PowerResource::Chassis

@@ -10,6 +10,7 @@
 mod auth;
 mod chassis;
 mod error;
+mod event;
 mod manager;
 mod reset;
 mod root;
@@ -133,6 +134,11 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
             allowed: route.method(),
         });
     }
+    if route == Route::EventStream {
+        // Served only while up: a stream to a BMC that is down ends.
+        world.read(bmc.at, |_| ())?;
+        return Ok(event::stream(bmc));
+    }
     if route.method() == Method::GET {
         let body = world.read(bmc.at, |view| get(route, &path, view))??;
         return Ok(json_response(StatusCode::OK, &body));
@@ -173,6 +179,8 @@ fn get(route: Route, path: &str, view: &View<'_>) -> Result<Value, RedfishError>
         Route::FirmwareInventory => update::firmware_inventory(view),
         Route::FirmwareMember(id) => update::firmware_member(view, id).ok_or_else(not_found)?,
         Route::TaskService => task::task_service(),
+        Route::EventService => event::event_service(),
+        Route::EventStream => return Err(not_found()),
         Route::Tasks => task::tasks(view),
         Route::Task(id) => task::task(view, id).ok_or_else(not_found)?,
         Route::SystemReset | Route::ChassisReset | Route::SimpleUpdate => {

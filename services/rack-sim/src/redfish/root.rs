@@ -61,6 +61,12 @@ pub(crate) fn service_root(view: &View<'_>) -> Value {
         if let Some(product) = profile.product {
             fields.insert("Product".to_owned(), product.into());
         }
+        if profile.event_service {
+            fields.insert(
+                "EventService".to_owned(),
+                link(format!("{ROOT}/EventService")),
+            );
+        }
     }
     root
 }

@@ -51,6 +51,10 @@ pub(crate) enum Route {
     Tasks,
     /// `/redfish/v1/TaskService/Tasks/<n>` (may not exist).
     Task(u32),
+    /// `/redfish/v1/EventService` (BMCs with one).
+    EventService,
+    /// `/redfish/v1/EventService/SSE`: the event stream.
+    EventStream,
 }
 
 impl Route {
@@ -103,6 +107,8 @@ impl Route {
                 Route::FirmwareMember(profile.firmware.iter().find(|f| f.id == *id)?.id)
             }
             ["TaskService"] => Route::TaskService,
+            ["EventService"] if profile.event_service => Route::EventService,
+            ["EventService", "SSE"] if profile.event_service => Route::EventStream,
             ["TaskService", "Tasks"] => Route::Tasks,
             ["TaskService", "Tasks", n] => Route::Task(canonical_number(n)?),
             _ => return None,

@@ -13,7 +13,7 @@ use flow_engine::lifecycle::queue::{OpenTask, RackTasks};
 use flow_engine::lifecycle::{Effect, TaskState};
 use flow_protocol::api::ResolveReply;
 use flow_protocol::readiness::{ComponentStatus, NotReady, UnknownComponentStatus};
-use flow_protocol::{RackId, RunId, ScheduleId, StepStatus, TaskId, TaskStatus};
+use flow_protocol::{EventId, RackId, RunId, ScheduleId, StepStatus, TaskId, TaskStatus};
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
@@ -48,6 +48,8 @@ pub enum Origin {
     Schedule(ScheduleId),
     /// A phased rollout, for one of its targets.
     Run(RunId),
+    /// An event rule's action, for a hardware event.
+    Event(EventId),
 }
 
 /// One transaction over tasks, with the database's time at its start
@@ -211,9 +213,9 @@ impl TaskTx {
              status, rule_id, rule_revision, rule_source, rule_name, rule_snapshot, components, \
              firmware, current_stage, message, cancel_requested_at, started_at, finished_at, \
              queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, \
-             not_after, schedule_id, run_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+             not_after, schedule_id, run_id, event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
              $12, $13, $14, $15, $16, CASE WHEN $17 THEN now() END, $18, $19, $20, $21, $22, $23, \
-             $24, $25, $26, $27)",
+             $24, $25, $26, $27, $28)",
         )
         .bind(state.id.as_uuid())
         .bind(&new.request_id)
@@ -246,6 +248,10 @@ impl TaskTx {
         })
         .bind(match new.origin {
             Origin::Run(r) => Some(r.as_uuid()),
+            _ => None,
+        })
+        .bind(match new.origin {
+            Origin::Event(e) => Some(e.as_uuid()),
             _ => None,
         })
         .execute(&mut *self.tx)

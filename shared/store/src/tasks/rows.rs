@@ -27,7 +27,7 @@ macro_rules! task_columns {
          rule_revision, rule_source, rule_name, rule_snapshot, components, firmware, \
          current_stage, message, cancel_requested_at, created_at, started_at, finished_at, \
          queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, not_after, \
-         schedule_id, run_id"
+         schedule_id, run_id, event_id"
     };
 }
 pub(crate) use task_columns;
@@ -71,6 +71,7 @@ pub(crate) struct TaskRow {
     pub not_after: Option<OffsetDateTime>,
     pub schedule_id: Option<Uuid>,
     pub run_id: Option<Uuid>,
+    pub event_id: Option<Uuid>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -246,6 +247,7 @@ impl TaskRow {
             not_after: self.not_after,
             schedule_id: self.schedule_id.map(flow_protocol::ScheduleId),
             run_id: self.run_id.map(flow_protocol::RunId),
+            event_id: self.event_id.map(flow_protocol::EventId),
             steps: steps
                 .into_iter()
                 .map(|s| s.into_record(&what))

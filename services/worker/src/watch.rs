@@ -1,0 +1,566 @@
+//! The hardware watcher (`flow-worker --watch`): turns what BMCs report
+//! into Flow's hardware events.
+//!
+//! It reads the inventory from `flow.api` (`rack.list`, `rack.get`) every
+//! [`WatchConfig::inventory_every`] and keeps one watch per BMC:
+//!
+//! * a BMC whose service root links an `EventService` with a
+//!   `ServerSentEventUri` is followed on that SSE stream; each `Event`
+//!   record becomes an event at once. When the stream opens (and after it
+//!   drops) the chassis are read once, so a condition raised while nobody
+//!   listened is not missed;
+//! * any other BMC is polled: its chassis' `Status.Conditions` every
+//!   [`WatchConfig::poll_every`].
+//!
+//! A condition's identity is its component, its `MessageId` and the time it
+//! began (`Timestamp` / `EventTimestamp`, read to the millisecond): the SSE
+//! record and every later poll of the same condition give the same key,
+//! so it is one event however often and by however many watchers it is
+//! seen (JetStream drops a repeated `Nats-Msg-Id` within its window, the
+//! scheduler's store after it). Message IDs are matched on the part after
+//! the registry's version: `LeakDetected…` is a leak,
+//! `ReadingAboveUpperCriticalThreshold` a critical temperature; others are
+//! ignored.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use flow_protocol::api::{Endpoint, RackByRef, RackList, decode_reply, endpoint};
+use flow_protocol::event::{EventType, HardwareEvent, Severity};
+use flow_protocol::ids::RackRef;
+use flow_protocol::subjects::api_subject;
+use flow_redfish::CredentialStore;
+use flow_telemetry::ErrorChain;
+use serde_json::Value;
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+
+/// What the watcher needs to know.
+#[derive(Debug, Clone)]
+pub struct WatchConfig {
+    /// How often a BMC without an event stream is read.
+    pub poll_every: Duration,
+    /// How often the inventory is read again (new racks, removed ones).
+    pub inventory_every: Duration,
+    /// At most this many BMC reads at once across the watcher.
+    pub max_reads: usize,
+}
+
+impl Default for WatchConfig {
+    fn default() -> Self {
+        WatchConfig {
+            poll_every: Duration::from_secs(60),
+            inventory_every: Duration::from_secs(30),
+            max_reads: 64,
+        }
+    }
+}
+
+/// How long a read of an event stream may go without a byte (the
+/// simulator sends a comment every 10 s; a silent stream is dead).
+const STREAM_IDLE: Duration = Duration::from_secs(45);
+/// The first and the longest pause before a lost stream is opened again.
+const RECONNECT_FIRST: Duration = Duration::from_secs(1);
+const RECONNECT_MAX: Duration = Duration::from_secs(30);
+
+/// Why the watcher cannot read something.
+#[derive(Debug, thiserror::Error)]
+pub enum WatchError {
+    /// A `flow.api` call failed.
+    #[error("flow.api {endpoint}: {message}")]
+    Api {
+        /// The endpoint.
+        endpoint: &'static str,
+        /// What went wrong.
+        message: String,
+    },
+    /// A BMC request failed.
+    #[error("GET {url}")]
+    Http {
+        /// The URL.
+        url: String,
+        /// Why.
+        #[source]
+        source: reqwest::Error,
+    },
+    /// A BMC answered with an error status.
+    #[error("GET {url}: HTTP {status}")]
+    Status {
+        /// The URL.
+        url: String,
+        /// The status.
+        status: u16,
+    },
+    /// A BMC's credential reference is not in the credentials file.
+    #[error("no credential {0:?} in the credentials file")]
+    NoCredential(String),
+    /// A publish was not acknowledged.
+    #[error("publishing the event")]
+    Publish(#[source] async_nats::Error),
+}
+
+/// One BMC to watch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    rack: String,
+    component: String,
+    url: String,
+    credential: String,
+}
+
+struct Watcher {
+    client: async_nats::Client,
+    js: async_nats::jetstream::Context,
+    http: reqwest::Client,
+    credentials: Arc<CredentialStore>,
+    reads: Semaphore,
+    config: WatchConfig,
+}
+
+/// Watches every BMC of the inventory until `stop`.
+pub async fn run(
+    client: async_nats::Client,
+    http: reqwest::Client,
+    credentials: Arc<CredentialStore>,
+    config: WatchConfig,
+    stop: CancellationToken,
+) {
+    let watcher = Arc::new(Watcher {
+        js: async_nats::jetstream::new(client.clone()),
+        client,
+        http,
+        credentials,
+        reads: Semaphore::new(config.max_reads.max(1)),
+        config,
+    });
+    let mut watches: HashMap<(String, String), (Target, CancellationToken)> = HashMap::new();
+    loop {
+        match watcher.inventory().await {
+            Ok(targets) => {
+                let wanted: BTreeMap<(String, String), Target> = targets
+                    .into_iter()
+                    .map(|t| ((t.rack.clone(), t.component.clone()), t))
+                    .collect();
+                watches.retain(|key, (target, token)| {
+                    let keep = wanted.get(key) == Some(target);
+                    if !keep {
+                        token.cancel();
+                    }
+                    keep
+                });
+                for (key, target) in wanted {
+                    if watches.contains_key(&key) {
+                        continue;
+                    }
+                    let token = stop.child_token();
+                    tokio::spawn(Arc::clone(&watcher).watch(target.clone(), token.clone()));
+                    watches.insert(key, (target, token));
+                }
+                tracing::debug!(bmcs = watches.len(), "watching");
+            }
+            Err(error) => {
+                tracing::warn!(error = %ErrorChain(&error), "cannot read the inventory; watching what was known");
+            }
+        }
+        tokio::select! {
+            () = stop.cancelled() => break,
+            () = tokio::time::sleep(watcher.config.inventory_every) => {}
+        }
+    }
+    for (_, token) in watches.values() {
+        token.cancel();
+    }
+}
+
+impl Watcher {
+    async fn call<E: Endpoint>(&self, request: &E::Request) -> Result<E::Reply, WatchError> {
+        let error = |message: String| WatchError::Api {
+            endpoint: E::NAME,
+            message,
+        };
+        let body = serde_json::to_vec(request).map_err(|e| error(e.to_string()))?;
+        let reply = self
+            .client
+            .request(api_subject(E::NAME), body.into())
+            .await
+            .map_err(|e| error(e.to_string()))?;
+        decode_reply::<E::Reply>(&reply.payload).map_err(|e| error(e.message))
+    }
+
+    /// Every component with a BMC, across the racks.
+    async fn inventory(&self) -> Result<Vec<Target>, WatchError> {
+        let racks = self
+            .call::<endpoint::RackList>(&RackList::default())
+            .await?
+            .racks;
+        let mut out = Vec::new();
+        for rack in racks {
+            let record = self
+                .call::<endpoint::RackGet>(&RackByRef {
+                    rack: RackRef(rack.id.to_string()),
+                })
+                .await?;
+            out.extend(
+                record
+                    .components
+                    .into_iter()
+                    .filter(|c| !c.bmc_url.is_empty())
+                    .map(|c| Target {
+                        rack: record.name.clone(),
+                        component: c.name,
+                        url: c.bmc_url.trim_end_matches('/').to_owned(),
+                        credential: c.credential_ref,
+                    }),
+            );
+        }
+        Ok(out)
+    }
+
+    async fn get(&self, target: &Target, path: &str) -> Result<Value, WatchError> {
+        let url = format!("{}{path}", target.url);
+        let credential = self
+            .credentials
+            .get(&target.credential)
+            .ok_or_else(|| WatchError::NoCredential(target.credential.clone()))?;
+        let _permit = self.reads.acquire().await;
+        let response = self
+            .http
+            .get(&url)
+            .basic_auth(&credential.user, Some(credential.password.expose()))
+            .send()
+            .await
+            .map_err(|source| WatchError::Http {
+                url: url.clone(),
+                source,
+            })?;
+        if !response.status().is_success() {
+            return Err(WatchError::Status {
+                url,
+                status: response.status().as_u16(),
+            });
+        }
+        response
+            .json()
+            .await
+            .map_err(|source| WatchError::Http { url, source })
+    }
+
+    /// The SSE URI, if the BMC has an event service.
+    async fn event_stream_uri(&self, target: &Target) -> Result<Option<String>, WatchError> {
+        let root = self.get(target, "/redfish/v1").await?;
+        let Some(service) = root
+            .pointer("/EventService/@odata.id")
+            .and_then(Value::as_str)
+        else {
+            return Ok(None);
+        };
+        let service = self.get(target, service).await?;
+        let enabled = service
+            .get("ServiceEnabled")
+            .and_then(Value::as_bool)
+            .unwrap_or(true);
+        Ok(service
+            .get("ServerSentEventUri")
+            .and_then(Value::as_str)
+            .filter(|_| enabled)
+            .map(str::to_owned))
+    }
+
+    /// Reads every chassis' conditions and publishes them.
+    async fn poll(&self, target: &Target) -> Result<usize, WatchError> {
+        let chassis = self.get(target, "/redfish/v1/Chassis").await?;
+        let members: Vec<String> = chassis
+            .get("Members")
+            .and_then(Value::as_array)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|x| x.get("@odata.id").and_then(Value::as_str))
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut published = 0;
+        for member in members {
+            let body = self.get(target, &member).await?;
+            let conditions = body
+                .pointer("/Status/Conditions")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for condition in conditions {
+                if let Some(event) =
+                    read_record(target, &condition, "Timestamp", "Severity", &member)
+                {
+                    self.publish(&event).await?;
+                    published += 1;
+                }
+            }
+        }
+        Ok(published)
+    }
+
+    async fn publish(&self, event: &HardwareEvent) -> Result<(), WatchError> {
+        let mut headers = HeaderMap::new();
+        headers.insert("Nats-Msg-Id", event.message_id().as_str());
+        let body = serde_json::to_vec(event).map_err(|e| WatchError::Publish(e.into()))?;
+        self.js
+            .publish_with_headers(
+                flow_protocol::event::subject(event.event_type),
+                headers,
+                body.into(),
+            )
+            .await
+            .map_err(|e| WatchError::Publish(e.into()))?
+            .await
+            .map_err(|e| WatchError::Publish(e.into()))?;
+        tracing::info!(
+            rack = %event.rack,
+            component = %event.component,
+            event_type = %event.event_type,
+            key = %event.key,
+            "hardware event published"
+        );
+        Ok(())
+    }
+
+    /// Watches one BMC until `stop`.
+    async fn watch(self: Arc<Self>, target: Target, stop: CancellationToken) {
+        let mut pause = RECONNECT_FIRST;
+        loop {
+            let outcome = tokio::select! {
+                () = stop.cancelled() => return,
+                outcome = self.watch_once(&target) => outcome,
+            };
+            match outcome {
+                Ok(Watched::Polled) => {
+                    pause = RECONNECT_FIRST;
+                    tokio::select! {
+                        () = stop.cancelled() => return,
+                        () = tokio::time::sleep(self.config.poll_every) => {}
+                    }
+                    continue;
+                }
+                Ok(Watched::StreamEnded) => {
+                    tracing::debug!(rack = %target.rack, component = %target.component, "event stream ended");
+                    pause = RECONNECT_FIRST;
+                }
+                Err(error) => {
+                    tracing::debug!(rack = %target.rack, component = %target.component, error = %ErrorChain(&error), "cannot watch the BMC; trying again");
+                    pause = (pause * 2).min(RECONNECT_MAX);
+                }
+            }
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(pause) => {}
+            }
+        }
+    }
+
+    /// One round: follow the stream until it ends, or poll once.
+    async fn watch_once(&self, target: &Target) -> Result<Watched, WatchError> {
+        let Some(uri) = self.event_stream_uri(target).await? else {
+            self.poll(target).await?;
+            return Ok(Watched::Polled);
+        };
+        let url = format!("{}{uri}", target.url);
+        let credential = self
+            .credentials
+            .get(&target.credential)
+            .ok_or_else(|| WatchError::NoCredential(target.credential.clone()))?;
+        let mut response = self
+            .http
+            .get(&url)
+            .header("Accept", "text/event-stream")
+            .basic_auth(&credential.user, Some(credential.password.expose()))
+            // The stream outlives the client's request timeout: reopen
+            // it (and read the chassis again) every hour.
+            .timeout(Duration::from_secs(3600))
+            .send()
+            .await
+            .map_err(|source| WatchError::Http {
+                url: url.clone(),
+                source,
+            })?;
+        if !response.status().is_success() {
+            return Err(WatchError::Status {
+                url,
+                status: response.status().as_u16(),
+            });
+        }
+        // Opened: now read what happened while nobody listened.
+        self.poll(target).await?;
+        let mut frames = SseFrames::default();
+        loop {
+            let chunk = match tokio::time::timeout(STREAM_IDLE, response.chunk()).await {
+                Err(_) => return Ok(Watched::StreamEnded),
+                Ok(Err(_)) | Ok(Ok(None)) => return Ok(Watched::StreamEnded),
+                Ok(Ok(Some(chunk))) => chunk,
+            };
+            for data in frames.push(&chunk) {
+                let Ok(record) = serde_json::from_str::<Value>(&data) else {
+                    tracing::warn!(rack = %target.rack, component = %target.component, "an event stream frame is not JSON; ignored");
+                    continue;
+                };
+                let events = record
+                    .get("Events")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                for e in events {
+                    let origin = e
+                        .pointer("/OriginOfCondition/@odata.id")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned();
+                    if let Some(event) =
+                        read_record(target, &e, "EventTimestamp", "MessageSeverity", &origin)
+                    {
+                        self.publish(&event).await?;
+                    }
+                }
+            }
+        }
+    }
+}
+
+enum Watched {
+    Polled,
+    StreamEnded,
+}
+
+/// What a message ID reports, by the part after the registry's version.
+fn event_type(message_id: &str) -> Option<EventType> {
+    let key = message_id.rsplit('.').next().unwrap_or(message_id);
+    if key.starts_with("LeakDetected") {
+        Some(EventType::LeakDetected)
+    } else if key == "ReadingAboveUpperCriticalThreshold" {
+        Some(EventType::TemperatureCritical)
+    } else {
+        None
+    }
+}
+
+/// A condition or event record as a Flow event (None: not one Flow knows).
+fn read_record(
+    target: &Target,
+    record: &Value,
+    time_field: &str,
+    severity_field: &str,
+    origin: &str,
+) -> Option<HardwareEvent> {
+    let message_id = record.get("MessageId").and_then(Value::as_str)?;
+    let event_type = event_type(message_id)?;
+    let observed_at = record
+        .get(time_field)
+        .and_then(Value::as_str)
+        .and_then(|t| OffsetDateTime::parse(t, &Rfc3339).ok())?;
+    let ms = flow_protocol::task::timestamp::to_ms(observed_at);
+    let severity = match record.get(severity_field).and_then(Value::as_str) {
+        Some("OK") => Severity::Ok,
+        Some("Warning") => Severity::Warning,
+        _ => Severity::Critical,
+    };
+    Some(HardwareEvent {
+        source: "redfish".to_owned(),
+        key: format!(
+            "{}/{}/{}/{ms}",
+            target.rack,
+            target.component,
+            message_id.rsplit('.').next().unwrap_or(message_id)
+        ),
+        event_type,
+        severity,
+        rack: target.rack.clone(),
+        component: target.component.clone(),
+        message: record
+            .get("Message")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        origin: origin.to_owned(),
+        observed_at: flow_protocol::task::timestamp::from_ms(ms),
+    })
+}
+
+/// Splits a `text/event-stream` into the `data` of each frame.
+#[derive(Debug, Default)]
+struct SseFrames {
+    buffer: String,
+}
+
+impl SseFrames {
+    fn push(&mut self, chunk: &[u8]) -> Vec<String> {
+        self.buffer
+            .push_str(&String::from_utf8_lossy(chunk).replace("\r\n", "\n"));
+        let mut out = Vec::new();
+        while let Some(end) = self.buffer.find("\n\n") {
+            let frame: String = self.buffer.drain(..end + 2).collect();
+            let data: Vec<&str> = frame
+                .lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .map(|d| d.strip_prefix(' ').unwrap_or(d))
+                .collect();
+            if !data.is_empty() {
+                out.push(data.join("\n"));
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_split_across_chunks_and_comments_are_skipped() {
+        let mut frames = SseFrames::default();
+        assert!(
+            frames
+                .push(b": keep-alive\n\nid: 1\ndata: {\"a\":")
+                .is_empty()
+        );
+        assert_eq!(
+            frames.push(b"1}\n\nid: 2\r\ndata: x\r\ndata: y\r\n\r\n"),
+            ["{\"a\":1}", "x\ny"]
+        );
+    }
+
+    #[test]
+    fn message_ids_are_matched_without_their_version() {
+        assert_eq!(
+            event_type("Environmental.1.0.LeakDetectedCritical"),
+            Some(EventType::LeakDetected)
+        );
+        assert_eq!(
+            event_type("SensorEvent.1.2.ReadingAboveUpperCriticalThreshold"),
+            Some(EventType::TemperatureCritical)
+        );
+        assert_eq!(event_type("ResourceEvent.1.0.ResourceCreated"), None);
+    }
+
+    #[test]
+    fn a_condition_and_its_event_give_one_key() {
+        let target = Target {
+            rack: "rack-01".into(),
+            component: "compute-02".into(),
+            url: String::new(),
+            credential: String::new(),
+        };
+        let condition = serde_json::json!({"MessageId": "Environmental.1.0.LeakDetectedCritical",
+            "Timestamp": "2026-12-01T10:00:00.123Z", "Severity": "Critical"});
+        let event = serde_json::json!({"MessageId": "Environmental.1.0.LeakDetectedCritical",
+            "EventTimestamp": "2026-12-01T10:00:00.123+00:00", "MessageSeverity": "Critical"});
+        let a = read_record(&target, &condition, "Timestamp", "Severity", "").unwrap();
+        let b = read_record(&target, &event, "EventTimestamp", "MessageSeverity", "").unwrap();
+        assert_eq!(a.key, b.key);
+        assert_eq!(
+            a.key,
+            "rack-01/compute-02/LeakDetectedCritical/1796119200123"
+        );
+    }
+}
