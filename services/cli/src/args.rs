@@ -51,8 +51,115 @@ pub enum Command {
     /// safety gates when failures climb.
     #[command(subcommand)]
     Run(RunCommand),
+    /// Event rules: what to do when the hardware reports a leak or a
+    /// critical temperature.
+    #[command(subcommand, name = "event-rule")]
+    EventRule(EventRuleCommand),
+    /// Hardware events and what their rules did.
+    #[command(subcommand)]
+    Event(EventCommand),
     /// The pipeline at a glance: streams, consumers, workers, tasks by status.
     Status,
+}
+
+/// Where a binding applies: `--site` or `--rack R`.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct ScopeArgs {
+    /// Every rack without a rack binding.
+    #[arg(long)]
+    pub site: bool,
+    /// One rack, by ID or name.
+    #[arg(long)]
+    pub rack: Option<String>,
+}
+
+/// `flow event-rule …`.
+#[derive(Debug, Subcommand)]
+pub enum EventRuleCommand {
+    /// Create a rule from a file (YAML or JSON: name, description,
+    /// event_type, actions); created disabled unless --enabled.
+    Create {
+        /// The rule file.
+        #[arg(long)]
+        file: PathBuf,
+        /// Enable it at once.
+        #[arg(long)]
+        enabled: bool,
+    },
+    /// Rules, then the built-ins.
+    List,
+    /// One rule (`builtin:<event type>` for a built-in).
+    Show {
+        /// ID or name.
+        rule: String,
+    },
+    /// Replace a rule's content at the revision read (a stale one is refused).
+    Update {
+        /// ID or name.
+        rule: String,
+        /// The new content.
+        #[arg(long)]
+        file: PathBuf,
+        /// The revision it was read at (`flow event-rule show`).
+        #[arg(long)]
+        revision: i64,
+    },
+    /// Enable a rule.
+    Enable {
+        /// ID or name.
+        rule: String,
+    },
+    /// Disable a rule (its bindings are passed over).
+    Disable {
+        /// ID or name.
+        rule: String,
+    },
+    /// Delete a rule and its bindings.
+    Delete {
+        /// ID or name.
+        rule: String,
+    },
+    /// Bind a rule for its event type at the site or a rack (replacing the
+    /// rule bound there).
+    Bind {
+        /// ID or name.
+        rule: String,
+        /// Where.
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// Remove the binding of an event type at the site or a rack.
+    Unbind {
+        /// `hardware.leak.detected` or `hardware.temperature.critical`.
+        #[arg(long)]
+        event_type: String,
+        /// Where.
+        #[command(flatten)]
+        scope: ScopeArgs,
+    },
+    /// Every binding.
+    Bindings,
+}
+
+/// `flow event …`.
+#[derive(Debug, Subcommand)]
+pub enum EventCommand {
+    /// Events, newest first.
+    List {
+        /// Only this rack (name).
+        #[arg(long)]
+        rack: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
+    /// One event: the observation, the rule chosen, each action's
+    /// execution and the tasks it submitted.
+    Show {
+        /// The event ID.
+        id: String,
+    },
 }
 
 /// `flow schedule …`.

@@ -6,6 +6,7 @@
 mod args;
 mod bmc;
 mod client;
+mod event;
 mod input;
 mod out;
 mod remote;
@@ -78,6 +79,8 @@ async fn main() -> ExitCode {
         Command::Task(c) => task::task(s, out, c).await,
         Command::Schedule(c) => schedule::schedule(s, out, c).await,
         Command::Run(c) => run::run(s, out, c).await,
+        Command::EventRule(c) => event::event_rule(s, out, c).await,
+        Command::Event(c) => event::event(s, out, c).await,
         Command::Status => status::status(s, out).await,
     };
     ExitCode::from(outcome as u8)

@@ -768,3 +768,86 @@ async fn a_run_is_created_shown_paused_cancelled_and_watched() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_rules_are_created_bound_enabled_and_events_shown() {
+    let env = Env::new().await;
+    env.ok(&["rack", "create", "--from-json", "examples/rack-nvl72.json"])
+        .await;
+    let created = env
+        .ok(&[
+            "event-rule",
+            "create",
+            "--file",
+            "examples/event-rule-leak.yaml",
+        ])
+        .await;
+    assert!(
+        created.starts_with("rule leak: this tray only\n"),
+        "{created}"
+    );
+    assert!(created.contains("state:      disabled"), "{created}");
+    assert!(
+        created
+            .contains("action power_off_tray: submit force_power_off on component (when Compute)"),
+        "{created}"
+    );
+    let listed = env.ok(&["event-rule", "list"]).await;
+    assert!(
+        listed.contains("builtin:hardware.leak.detected"),
+        "{listed}"
+    );
+    let bound = env
+        .ok(&["event-rule", "bind", "leak: this tray only", "--site"])
+        .await;
+    assert_eq!(
+        bound,
+        "leak: this tray only bound for hardware.leak.detected at site (disabled: passed over until enabled)\n"
+    );
+    let enabled = env
+        .json(&["event-rule", "enable", "leak: this tray only"])
+        .await;
+    assert_eq!(enabled["revision"], 2);
+    // A stale update is refused (exit 1) naming the revision.
+    let stale = env
+        .flow(&[
+            "event-rule",
+            "update",
+            "leak: this tray only",
+            "--file",
+            "examples/event-rule-leak.yaml",
+            "--revision",
+            "1",
+        ])
+        .await;
+    assert_eq!(stale.status.code(), Some(1), "{}", stderr(&stale));
+    assert!(stderr(&stale).contains("not 1"), "{}", stderr(&stale));
+    // An event handed in through the API shows with what its rule did.
+    let published = env
+        .0
+        .ok(
+            "event.publish",
+            serde_json::json!({"source": "test", "key": "1", "event_type": "hardware.leak.detected",
+                "severity": "critical", "rack": "rack-01", "component": "compute-03",
+                "observed_at": "2026-12-01T00:00:00Z"}),
+        )
+        .await;
+    let id = published["id"].as_str().unwrap().to_owned();
+    let shown = env.ok(&["event", "show", &id]).await;
+    assert!(shown.contains("rule:     leak: this tray only"), "{shown}");
+    assert!(shown.contains("targets: rack-01/compute-03\n"), "{shown}");
+    let events = env.json(&["event", "list", "--rack", "rack-01"]).await;
+    assert_eq!(events["events"][0]["id"], id.as_str());
+    let bindings = env.ok(&["event-rule", "bindings"]).await;
+    assert!(bindings.contains("leak: this tray only"), "{bindings}");
+    let bad = env.flow(&["event-rule", "bind", "x"]).await;
+    assert_eq!(bad.status.code(), Some(2), "{}", stderr(&bad));
+    let deleted = env
+        .ok(&["event-rule", "delete", "leak: this tray only"])
+        .await;
+    assert!(
+        deleted.ends_with("deleted with 1 binding(s)\n"),
+        "{deleted}"
+    );
+    env.stop().await;
+}
