@@ -153,11 +153,10 @@ async fn failures_in_phase_2_trip_the_gate_and_nothing_more_starts_until_resumed
         "{r:#}"
     );
     // What had started finishes (the paused run's targets still follow
-    // their tasks); nothing more starts.
-    assert!(
-        r["phases"][1]["running"].as_u64() >= Some(1),
-        "the others still flash when the failure trips the gate: {r:#}"
-    );
+    // their tasks); nothing more starts. Whether other flashes are still in
+    // flight when the failing one's result lands is the simulator's timing
+    // (on a loaded machine they may all have ended): the checks below hold
+    // either way — racks were left to start, and none did.
     let paused = targets(&env, "fw 26.02").await;
     let waiting = count(&paused, "pending");
     assert!(
