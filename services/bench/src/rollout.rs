@@ -85,6 +85,7 @@ fn images(version: &str) -> BTreeMap<ComponentType, FirmwareImage> {
                     // The simulator installs the version the image's name carries.
                     image_uri: format!("http://images.flow.invalid/gb200/fw-{version}.bin"),
                     version: Some(version.into()),
+                    sub_targets: Vec::new(),
                 },
             )
         })

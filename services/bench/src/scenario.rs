@@ -248,6 +248,7 @@ async fn measure(
                     FirmwareImage {
                         image_uri: FIRMWARE_URI.into(),
                         version: Some("2.1.0".into()),
+                        sub_targets: Vec::new(),
                     },
                 )
             })

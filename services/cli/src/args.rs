@@ -569,6 +569,11 @@ pub struct FirmwareArgs {
     /// (or a downgrade a newer one).
     #[arg(long)]
     pub allow_version_change: bool,
+    /// Flash these firmware of a component instead of its main one:
+    /// `bmc,cpld,bios,nvos` (switch trays), `pmc,psu` (power shelves);
+    /// each goes to the image of the type that has it (repeatable).
+    #[arg(long = "sub-target", value_delimiter = ',')]
+    pub sub_targets: Vec<String>,
     /// Targets.
     #[command(flatten)]
     pub target: TargetArgs,

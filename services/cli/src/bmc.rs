@@ -124,6 +124,7 @@ pub async fn run(args: &BmcArgs, out: Output) -> Outcome {
                 image_uri: image_uri.clone(),
                 version: version.clone(),
                 targets: targets.clone(),
+                sub_targets: Vec::new(),
             };
             let job = match manager.firmware_update(&target, &request).await {
                 Ok(FirmwareStart::AlreadyInstalled { version }) => {

@@ -10,7 +10,7 @@ use flow_protocol::api::{
     CancelOutcome, ConflictStrategy, Submission, TaskById, TaskList, TaskSubmit, endpoint,
 };
 use flow_protocol::ids::RackRef;
-use flow_protocol::jobs::FirmwareImage;
+use flow_protocol::jobs::{FirmwareImage, SubTarget};
 use flow_protocol::task::{TaskRecord, timestamp};
 use flow_protocol::{ComponentOutcome, TaskStatus};
 use flow_rules::{ComponentType, OperationCode};
@@ -252,8 +252,27 @@ pub(crate) fn firmware_request(args: &FirmwareArgs) -> Result<TaskSubmit, Client
             FirmwareImage {
                 image_uri: uri.to_owned(),
                 version,
+                sub_targets: Vec::new(),
             },
         );
+    }
+    for name in &args.sub_targets {
+        let sub: SubTarget = name
+            .trim()
+            .parse()
+            .map_err(|e: String| bad(format!("--sub-target: {e}")))?;
+        let mut taken = false;
+        for (t, image) in images.iter_mut() {
+            if SubTarget::of(*t).contains(&sub) && !image.sub_targets.contains(&sub) {
+                image.sub_targets.push(sub);
+                taken = true;
+            }
+        }
+        if !taken {
+            return Err(bad(format!(
+                "--sub-target {sub}: no --image of a type that has it (bmc, cpld, bios, nvos: nvswitch; pmc, psu: powershelf)"
+            )));
+        }
     }
     Ok(TaskSubmit {
         allow_version_change: args.allow_version_change,

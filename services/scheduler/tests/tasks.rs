@@ -1069,6 +1069,83 @@ async fn an_upgrade_records_the_version_and_one_to_an_older_version_needs_allowi
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sub_targets_flash_the_named_firmware_and_only_what_the_type_has() {
+    let env = Env::new(InitialPower::On).await;
+    env.ok("rule.create", json!({"name": "fw", "operation_type": "firmware_control", "operation": "upgrade",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "nvswitch", "stage": 1,
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}}]}})).await;
+    let image = |v: &str, subs: Value| json!({"NVSwitch": {"image_uri": format!("http://images.local/switch-bmc-{v}.bin"), "version": v, "sub_targets": subs}});
+    let firmware = |name: &str| {
+        env.sim()
+            .state()
+            .component("rack-01", name)
+            .unwrap()
+            .firmware
+            .clone()
+    };
+    let before = firmware("nvswitch-01");
+    let rack = env.ok("rack.get", json!({"rack": "rack-01"})).await;
+    let recorded = |rack: &Value| {
+        rack["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "nvswitch-01")
+            .unwrap()["firmware_version"]
+            .clone()
+    };
+    let main_before = recorded(&rack);
+    let task = env
+        .submit_task(
+            "bmc",
+            "upgrade",
+            json!({"component_types": ["NVSwitch"], "firmware": image("99.1", json!(["bmc"]))}),
+        )
+        .await;
+    assert_eq!(env.finish(&task).await["status"], "completed");
+    let after = firmware("nvswitch-01");
+    assert_eq!(after["FW_BMC_0"], "99.1", "{after:?}");
+    assert_eq!(
+        after["FW_NVOS_0"], before["FW_NVOS_0"],
+        "NVOS is left alone"
+    );
+    // The inventory keeps the main firmware's version.
+    let rack = env.ok("rack.get", json!({"rack": "rack-01"})).await;
+    assert_eq!(recorded(&rack), main_before);
+
+    // A sub-target the type does not have is refused before anything runs.
+    let refused = env
+        .submit(
+            "psu",
+            "upgrade",
+            json!({"component_types": ["NVSwitch"], "firmware": image("99.2", json!(["psu"]))}),
+        )
+        .await;
+    assert_eq!(
+        refused["error"]["details"],
+        json!(["NVSwitch: psu is not a sub-target of NVSwitch (it has: bmc, cpld, bios, nvos)"]),
+        "{refused}"
+    );
+    // One the type has but this BMC does not: the task fails naming it.
+    let task = env
+        .submit_task(
+            "cpld",
+            "upgrade",
+            json!({"component_types": ["NVSwitch"], "firmware": image("99.3", json!(["cpld"]))}),
+        )
+        .await;
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "failed", "{t:#}");
+    assert!(
+        t.to_string()
+            .contains("has no firmware inventory member \\\"FW_CPLD_0\\\""),
+        "{t:#}"
+    );
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_firmware_task_that_could_not_finish_is_refused_before_anything_is_flashed() {
     let env = Env::new(InitialPower::On).await;
     env.ok("rule.create", json!({"name": "fw", "operation_type": "firmware_control", "operation": "upgrade",

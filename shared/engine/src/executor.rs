@@ -671,10 +671,14 @@ async fn one_call(
                     image_uri: image.image_uri.clone(),
                     version: image.version.clone(),
                     targets: Vec::new(),
+                    sub_targets: image.sub_targets.clone(),
                 };
                 return match timed(limit, manager.firmware_update(target, &request)).await {
                     Ok(FirmwareStart::AlreadyInstalled { version }) => {
-                        state.installed_version = Some(version.clone());
+                        // The inventory keeps the main firmware's version.
+                        if image.sub_targets.is_empty() {
+                            state.installed_version = Some(version.clone());
+                        }
                         Call::Done(format!("already at {version}"))
                     }
                     Ok(FirmwareStart::Started(fw)) => {
@@ -690,7 +694,13 @@ async fn one_call(
             let deadline = state.poll_deadline_ms.unwrap_or(now);
             match timed(limit, manager.firmware_status(target, Some(&fw_job))).await {
                 Ok(s) if s.state == FirmwareState::Completed => {
-                    state.installed_version = fw_job.expected_version.clone();
+                    let main_firmware = job
+                        .firmware
+                        .get(&job.step.component_type)
+                        .is_none_or(|i| i.sub_targets.is_empty());
+                    if main_firmware {
+                        state.installed_version = fw_job.expected_version.clone();
+                    }
                     Call::Done(match &fw_job.expected_version {
                         Some(v) => format!("installed {v}"),
                         None => "update completed".to_owned(),

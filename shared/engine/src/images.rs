@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flow_protocol::jobs::FirmwareImage;
+use flow_protocol::jobs::{FirmwareImage, SubTarget};
 use flow_rules::{Action, ComponentType, RuleDefinition};
 
 use crate::plan::Plan;
@@ -62,6 +62,23 @@ pub fn check_images(
                 "{t}: an image was given but the task flashes no {t} (it flashes: {})",
                 names(&flashed)
             ));
+        } else if let Some(bad) = image
+            .sub_targets
+            .iter()
+            .find(|s| !SubTarget::of(*t).contains(s))
+        {
+            let has = SubTarget::of(*t);
+            problems.push(format!(
+                "{t}: {bad} is not a sub-target of {t} (it has: {})",
+                if has.is_empty() {
+                    "none".to_owned()
+                } else {
+                    has.iter()
+                        .map(|s| s.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                }
+            ));
         } else if image.version.as_deref().is_none_or(|v| v.trim().is_empty()) {
             problems.push(format!(
                 "{t}: the image {} has no version: give {}=<uri>@<version> (the version decides whether a component already has it)",
@@ -102,6 +119,7 @@ mod tests {
         FirmwareImage {
             image_uri: "http://images/fw.bin".into(),
             version: version.map(str::to_owned),
+            sub_targets: Vec::new(),
         }
     }
 

@@ -127,8 +127,11 @@ pub fn check(
 ) -> Result<(), Vec<String>> {
     let mut problems = Vec::new();
     for (component_type, targets) in &plan.components {
+        // A sub-target's version is not in the inventory (it keeps the main
+        // firmware's): nothing to compare.
         let Some(target) = images
             .get(component_type)
+            .filter(|i| i.sub_targets.is_empty())
             .and_then(|i| i.version.as_deref())
         else {
             continue;

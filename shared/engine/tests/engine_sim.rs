@@ -443,6 +443,7 @@ async fn firmware_and_decommission_steps() {
         FirmwareImage {
             image_uri: "http://images.local/bmc-26.03.bin".into(),
             version: Some("26.03".into()),
+            sub_targets: Vec::new(),
         },
     );
     let (progress, cp, _) = run(&job, &env.registry).await;

@@ -80,8 +80,12 @@ pub struct FirmwareRequest {
     /// already installed succeeds at once.
     pub version: Option<String>,
     /// Firmware inventory member IDs to update; empty = the component's main
-    /// firmware.
+    /// firmware (or its sub-targets).
     pub targets: Vec<String>,
+    /// The firmware to update by what it is (the manager finds the members);
+    /// used when `targets` is empty.
+    #[serde(default)]
+    pub sub_targets: Vec<flow_protocol::jobs::SubTarget>,
 }
 
 /// A started update, kept in the worker's checkpoint and polled later.

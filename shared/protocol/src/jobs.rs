@@ -50,6 +50,88 @@ pub struct FirmwareImage {
     pub image_uri: String,
     /// The version it installs.
     pub version: Option<String>,
+    /// Which firmware of the component it flashes (empty: its main one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sub_targets: Vec<SubTarget>,
+}
+
+/// One firmware of a component other than its main one, by what it is: a
+/// switch tray's `bmc`, `cpld`, `bios`, `nvos`; a power shelf's `pmc`,
+/// `psu`. Each manager maps it to its BMC's inventory member.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SubTarget {
+    /// The tray's BMC.
+    Bmc,
+    /// The CPLD.
+    Cpld,
+    /// The host BIOS / UEFI.
+    Bios,
+    /// A switch tray's NVOS.
+    Nvos,
+    /// A power shelf's controller.
+    Pmc,
+    /// A power shelf's power supplies.
+    Psu,
+}
+
+impl SubTarget {
+    /// Every sub-target.
+    pub const ALL: [SubTarget; 6] = [
+        SubTarget::Bmc,
+        SubTarget::Cpld,
+        SubTarget::Bios,
+        SubTarget::Nvos,
+        SubTarget::Pmc,
+        SubTarget::Psu,
+    ];
+
+    /// The name, as typed and serialised.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubTarget::Bmc => "bmc",
+            SubTarget::Cpld => "cpld",
+            SubTarget::Bios => "bios",
+            SubTarget::Nvos => "nvos",
+            SubTarget::Pmc => "pmc",
+            SubTarget::Psu => "psu",
+        }
+    }
+
+    /// The sub-targets a component type has.
+    pub fn of(component_type: ComponentType) -> &'static [SubTarget] {
+        match component_type {
+            ComponentType::NVSwitch => &[
+                SubTarget::Bmc,
+                SubTarget::Cpld,
+                SubTarget::Bios,
+                SubTarget::Nvos,
+            ],
+            ComponentType::PowerShelf => &[SubTarget::Pmc, SubTarget::Psu],
+            _ => &[],
+        }
+    }
+}
+
+impl std::fmt::Display for SubTarget {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for SubTarget {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        SubTarget::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown sub-target {s:?}; allowed: bmc, cpld, bios, nvos (NVSwitch), pmc, psu (PowerShelf)"
+                )
+            })
+    }
 }
 
 /// One step of one task.

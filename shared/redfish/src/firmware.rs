@@ -58,10 +58,23 @@ pub async fn start(
     request: &FirmwareRequest,
 ) -> Result<FirmwareStart, HardwareError> {
     let target = session.target;
-    let targets: Vec<String> = if request.targets.is_empty() {
-        vec![kind.primary_firmware().to_owned()]
-    } else {
+    let targets: Vec<String> = if !request.targets.is_empty() {
         request.targets.clone()
+    } else if !request.sub_targets.is_empty() {
+        request
+            .sub_targets
+            .iter()
+            .map(|s| {
+                kind.sub_target_member(*s)
+                    .map(str::to_owned)
+                    .ok_or_else(|| HardwareError::InvalidState {
+                        component: target.name.clone(),
+                        message: format!("has no {s} firmware to update"),
+                    })
+            })
+            .collect::<Result<_, _>>()?
+    } else {
+        vec![kind.primary_firmware().to_owned()]
     };
     let installed = versions(session).await?;
     for t in &targets {

@@ -132,6 +132,22 @@ impl Kind {
         }
     }
 
+    /// The firmware inventory member of a sub-target, on BMCs shaped like
+    /// the GB200 parts (`docs/hardware.md`); `None` when the kind has no
+    /// such firmware.
+    pub fn sub_target_member(self, sub: flow_protocol::jobs::SubTarget) -> Option<&'static str> {
+        use flow_protocol::jobs::SubTarget as S;
+        match (self, sub) {
+            (Kind::SwitchTray, S::Bmc) => Some("FW_BMC_0"),
+            (Kind::SwitchTray, S::Cpld) => Some("FW_CPLD_0"),
+            (Kind::SwitchTray, S::Bios) => Some("FW_BIOS_0"),
+            (Kind::SwitchTray, S::Nvos) => Some("FW_NVOS_0"),
+            (Kind::PowerShelf, S::Pmc) => Some("FW_PMC_0"),
+            (Kind::PowerShelf, S::Psu) => Some("FW_PSU_0"),
+            _ => None,
+        }
+    }
+
     /// The `ResetType` for an operation code (`docs/hardware.md`, "ResetType
     /// mapping").
     /// `allowed` is the resource's `ResetType@Redfish.AllowableValues`

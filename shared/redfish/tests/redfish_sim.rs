@@ -332,6 +332,7 @@ async fn firmware_updates_to_a_new_version_and_skips_the_installed_one() {
         image_uri: format!("http://images.local/bmc.bin?version={current}"),
         version: Some(current.clone()),
         targets: vec![],
+        sub_targets: Vec::new(),
     };
     assert_eq!(
         manager.firmware_update(target, &same).await.unwrap(),
@@ -343,6 +344,7 @@ async fn firmware_updates_to_a_new_version_and_skips_the_installed_one() {
         image_uri: "http://images.local/bmc.bin?version=26.01-1".into(),
         version: Some("26.01-1".into()),
         targets: vec![],
+        sub_targets: Vec::new(),
     };
     let FirmwareStart::Started(job) = manager.firmware_update(target, &request).await.unwrap()
     else {
@@ -363,6 +365,7 @@ async fn firmware_updates_to_a_new_version_and_skips_the_installed_one() {
         image_uri: "http://images.local/bmc.bin?version=26.02".into(),
         version: Some("26.02".into()),
         targets: vec!["FW_BMC_0".into()],
+        sub_targets: Vec::new(),
     };
     let target1 = env.target("compute-01");
     let FirmwareStart::Started(job) = manager.firmware_update(target1, &failing).await.unwrap()
@@ -375,6 +378,7 @@ async fn firmware_updates_to_a_new_version_and_skips_the_installed_one() {
     // An unknown inventory member is a permanent error naming the members.
     let bad = FirmwareRequest {
         targets: vec!["FW_NOPE".into()],
+        sub_targets: Vec::new(),
         ..request.clone()
     };
     let e = manager.firmware_update(target, &bad).await.unwrap_err();
