@@ -441,6 +441,18 @@ impl World {
         self.wake.notified().await;
     }
 
+    fn locate_condition(
+        &self,
+        rack: &str,
+        component: &str,
+    ) -> Result<ComponentRef, ConditionError> {
+        self.locate(rack, component)
+            .ok_or_else(|| ConditionError::Unknown {
+                rack: rack.to_owned(),
+                component: component.to_owned(),
+            })
+    }
+
     /// Puts a component in a condition (a second one of a kind it is in
     /// already changes nothing) and publishes it to its BMC's event stream.
     pub(crate) fn raise(
@@ -449,12 +461,7 @@ impl World {
         component: &str,
         kind: ConditionKind,
     ) -> Result<Condition, ConditionError> {
-        let at = self
-            .locate(rack, component)
-            .ok_or_else(|| ConditionError::Unknown {
-                rack: rack.to_owned(),
-                component: component.to_owned(),
-            })?;
+        let at = self.locate_condition(rack, component)?;
         let (condition, new) = self.with_rack(at.rack, |r, now, _| {
             let c = &mut r.components[at.component];
             if let Some(existing) = c.conditions.iter().find(|x| x.kind == kind) {
@@ -491,12 +498,7 @@ impl World {
         rack: &str,
         component: &str,
     ) -> Result<usize, ConditionError> {
-        let at = self
-            .locate(rack, component)
-            .ok_or_else(|| ConditionError::Unknown {
-                rack: rack.to_owned(),
-                component: component.to_owned(),
-            })?;
+        let at = self.locate_condition(rack, component)?;
         let cleared = self.with_rack(at.rack, |r, _, _| {
             std::mem::take(&mut r.components[at.component].conditions).len()
         });

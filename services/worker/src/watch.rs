@@ -220,30 +220,40 @@ impl Watcher {
         Ok(out)
     }
 
-    async fn get(&self, target: &Target, path: &str) -> Result<Value, WatchError> {
-        let url = format!("{}{path}", target.url);
+    /// Sends an authenticated request for `url` (built by `request`) and
+    /// checks the status.
+    async fn send(
+        &self,
+        target: &Target,
+        url: &str,
+        request: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
+    ) -> Result<reqwest::Response, WatchError> {
         let credential = self
             .credentials
             .get(&target.credential)
             .ok_or_else(|| WatchError::NoCredential(target.credential.clone()))?;
-        let _permit = self.reads.acquire().await;
-        let response = self
-            .http
-            .get(&url)
+        let response = request(self.http.get(url))
             .basic_auth(&credential.user, Some(credential.password.expose()))
             .send()
             .await
             .map_err(|source| WatchError::Http {
-                url: url.clone(),
+                url: url.to_owned(),
                 source,
             })?;
         if !response.status().is_success() {
             return Err(WatchError::Status {
-                url,
+                url: url.to_owned(),
                 status: response.status().as_u16(),
             });
         }
-        response
+        Ok(response)
+    }
+
+    async fn get(&self, target: &Target, path: &str) -> Result<Value, WatchError> {
+        let url = format!("{}{path}", target.url);
+        let _permit = self.reads.acquire().await;
+        self.send(target, &url, |r| r)
+            .await?
             .json()
             .await
             .map_err(|source| WatchError::Http { url, source })
@@ -367,30 +377,14 @@ impl Watcher {
             return Ok(Watched::Polled);
         };
         let url = format!("{}{uri}", target.url);
-        let credential = self
-            .credentials
-            .get(&target.credential)
-            .ok_or_else(|| WatchError::NoCredential(target.credential.clone()))?;
         let mut response = self
-            .http
-            .get(&url)
-            .header("Accept", "text/event-stream")
-            .basic_auth(&credential.user, Some(credential.password.expose()))
-            // The stream outlives the client's request timeout: reopen
-            // it (and read the chassis again) every hour.
-            .timeout(Duration::from_secs(3600))
-            .send()
-            .await
-            .map_err(|source| WatchError::Http {
-                url: url.clone(),
-                source,
-            })?;
-        if !response.status().is_success() {
-            return Err(WatchError::Status {
-                url,
-                status: response.status().as_u16(),
-            });
-        }
+            .send(target, &url, |r| {
+                // The stream outlives the client's request timeout: reopen
+                // it (and read the chassis again) every hour.
+                r.header("Accept", "text/event-stream")
+                    .timeout(Duration::from_secs(3600))
+            })
+            .await?;
         // Opened: now read what happened while nobody listened.
         self.poll(target).await?;
         let mut frames = SseFrames::default();

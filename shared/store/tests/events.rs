@@ -38,6 +38,20 @@ fn noop() -> NewExecution {
 
 const LEASE: Duration = Duration::from_secs(30);
 
+/// Waits (bounded) until an execution is due and claims it.
+async fn until_claimed(store: &Store) -> Vec<flow_store::events::ClaimedExecution> {
+    flow_tests::eventually(
+        Duration::from_secs(10),
+        Duration::from_millis(50),
+        || async {
+            let c = store.claim_executions(10, LEASE).await.unwrap();
+            (!c.is_empty()).then_some(c)
+        },
+    )
+    .await
+    .unwrap()
+}
+
 #[tokio::test]
 async fn an_identity_is_stored_once_with_its_executions() {
     let (store, _db) = store().await;
@@ -73,16 +87,7 @@ async fn claims_are_exclusive_fenced_and_retries_wait_their_delay() {
     assert!(store.finish_execution(&held[0], &retry, &[]).await.unwrap());
     // Not due before its delay; due after it, as attempt 2.
     assert!(store.claim_executions(10, LEASE).await.unwrap().is_empty());
-    let second = flow_tests::eventually(
-        Duration::from_secs(10),
-        Duration::from_millis(50),
-        || async {
-            let c = store.claim_executions(10, LEASE).await.unwrap();
-            (!c.is_empty()).then_some(c)
-        },
-    )
-    .await
-    .unwrap();
+    let second = until_claimed(&store).await;
     assert_eq!(second[0].attempt, 2);
     // The first claim no longer records anything.
     assert!(
@@ -120,16 +125,7 @@ async fn a_lapsed_lease_hands_the_execution_over_without_counting_the_attempt() 
     let first = store.claim_executions(10, short).await.unwrap();
     assert_eq!(first[0].attempt, 1);
     // Its holder dies: after the lease another claimer takes it over.
-    let taken = flow_tests::eventually(
-        Duration::from_secs(10),
-        Duration::from_millis(50),
-        || async {
-            let c = store.claim_executions(10, LEASE).await.unwrap();
-            (!c.is_empty()).then_some(c)
-        },
-    )
-    .await
-    .unwrap();
+    let taken = until_claimed(&store).await;
     assert_eq!(
         taken[0].attempt, 1,
         "the interrupted attempt is not counted"
