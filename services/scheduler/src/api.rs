@@ -72,6 +72,11 @@ impl ApiService {
         Ok(ApiService { service, task })
     }
 
+    /// Aborts the request loop without stopping the service (a crash).
+    pub fn abort(self) {
+        self.task.abort();
+    }
+
     /// Stops answering and waits for requests in flight.
     pub async fn stop(self) -> Result<(), async_nats::Error> {
         self.service.stop().await?;

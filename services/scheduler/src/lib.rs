@@ -110,6 +110,17 @@ impl Scheduler {
         Ok(Scheduler { api, stop, loops })
     }
 
+    /// Ends the scheduler as a crash would (tests): every loop and the API
+    /// are aborted mid-await, nothing is finished or handed back; the
+    /// connection closes when the last handle on it goes.
+    pub fn kill(self) {
+        self.api.abort();
+        self.stop.cancel();
+        for l in self.loops {
+            l.abort();
+        }
+    }
+
     /// Stops the API, then the loops: they pull no more and finish what
     /// they started (each result applied or handed back), within
     /// [`STOP_GRACE`].

@@ -213,7 +213,7 @@ async fn failures_in_phase_2_trip_the_gate_and_nothing_more_starts_until_resumed
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn stopped_schedulers_resume_the_run_and_every_target_is_submitted_once() {
+async fn killed_schedulers_resume_the_run_and_every_target_is_submitted_once() {
     let mut env = racks(12, 2, 0.01).await;
     env.start_scheduler().await;
     env.ok(
@@ -227,8 +227,9 @@ async fn stopped_schedulers_resume_the_run_and_every_target_is_submitted_once() 
         r["phases"][0]["completed"].as_u64() >= Some(2)
     })
     .await;
-    // Both schedulers go mid-run; one comes back.
-    env.stop_schedulers().await;
+    // Both schedulers are killed mid-run (nothing finished or handed
+    // back); one comes back.
+    env.kill_schedulers();
     env.start_scheduler().await;
     let r = until_run(&env, "two", "the run ends", |r| r["status"] == "completed").await;
     assert!(

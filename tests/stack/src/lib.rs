@@ -286,6 +286,14 @@ impl Stack {
         }
     }
 
+    /// Kills every scheduler as `kill -9` would: their loops are dropped
+    /// mid-await, nothing is finished, and their connections close.
+    pub fn kill_schedulers(&mut self) {
+        for s in self.schedulers.drain(..) {
+            s.kill();
+        }
+    }
+
     /// Starts another worker against the simulator.
     pub fn start_worker(&mut self) {
         let stop = CancellationToken::new();
