@@ -5,8 +5,6 @@
 //! event identity once with its executions in one transaction, and hands
 //! due executions out with `FOR UPDATE SKIP LOCKED` and a fenced lease.
 
-use std::collections::BTreeMap;
-
 use flow_protocol::event::{
     BindingRecord, BindingScope, EventRecord, EventRuleRecord, EventRuleSpec, EventType,
     ExecutionRecord, ExecutionStatus, HardwareEvent, RuleAction, Severity,
@@ -625,22 +623,5 @@ impl Store {
             out.push(self.get_event(EventId(id)).await?);
         }
         Ok(out)
-    }
-
-    /// Executions by status (for `flow status` and the metrics).
-    pub async fn execution_counts(&self) -> Result<BTreeMap<ExecutionStatus, u64>, StoreError> {
-        let rows: Vec<(String, i64)> =
-            sqlx::query_as("SELECT status, count(*) FROM event_executions GROUP BY status")
-                .fetch_all(self.pool())
-                .await?;
-        rows.into_iter()
-            .map(|(s, n)| {
-                Ok((
-                    s.parse()
-                        .map_err(|e| corrupt("execution status".to_owned(), e))?,
-                    u64::try_from(n).unwrap_or(0),
-                ))
-            })
-            .collect()
     }
 }
