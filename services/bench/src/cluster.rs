@@ -48,8 +48,6 @@ pub struct ClusterSpec {
     pub racks: usize,
     /// Workers.
     pub workers: usize,
-    /// Jobs per worker.
-    pub worker_max_jobs: usize,
     /// The simulator's time scale.
     pub time_scale: f64,
     /// Start with racks powered on.
@@ -254,7 +252,12 @@ impl Cluster {
         // The scheduler and the workers.
         let mut common_env = vec![
             ("FLOW_NATS_URL".to_owned(), nats_url.clone()),
-            ("FLOW_LOG".to_owned(), "info".to_owned()),
+            (
+                "FLOW_LOG".to_owned(),
+                // FLOW_BENCH_LOG: e.g. `info,flow_scheduler=debug,flow_worker=debug`
+                // to trace a stage advance (README.md, "Benchmarks").
+                std::env::var("FLOW_BENCH_LOG").unwrap_or_else(|_| "info".to_owned()),
+            ),
         ];
         if let Some(wait) = spec.job_ack_wait {
             common_env.push((
@@ -302,8 +305,6 @@ impl Cluster {
                     format!("{sim_admin}/lifecycle/v1"),
                     "--lifecycle-credential".into(),
                     CREDENTIAL_REF.into(),
-                    "--max-jobs".into(),
-                    spec.worker_max_jobs.to_string(),
                 ],
                 env,
                 log: work.join(format!("worker-{n}.log")),
@@ -389,6 +390,17 @@ impl Cluster {
             all.racks.extend(s.racks);
         }
         Ok(all)
+    }
+
+    /// JetStream's and Postgres's write counters now ([`crate::writes`]).
+    pub async fn writes_reading(&self) -> anyhow::Result<crate::writes::Reading> {
+        crate::writes::read(
+            &self.http,
+            self.nats_monitor_port,
+            &with_database(&self.database_admin_url, &self.database_name),
+            &self.database_name,
+        )
+        .await
     }
 
     /// What every process used so far.

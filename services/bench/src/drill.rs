@@ -189,7 +189,6 @@ pub async fn run(tools: &Tools, spec: &DrillSpec, work: &Path) -> anyhow::Result
         // One more rack for the resume probe.
         racks: spec.racks + 1,
         workers: spec.workers,
-        worker_max_jobs: 8,
         time_scale: spec.time_scale,
         initial_power_on: false,
         bmc_base_port: 0,

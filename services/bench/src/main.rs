@@ -26,6 +26,7 @@ mod procs;
 mod report;
 mod rollout;
 mod scenario;
+mod writes;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -249,6 +250,8 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
             println!("{}", report::table(&reports));
             println!();
             println!("{}", report::usage_table(&reports));
+            println!();
+            println!("{}", report::writes_table(&reports));
             if let Some(path) = &cli.tools.json {
                 std::fs::write(path, serde_json::to_vec_pretty(&reports)?)?;
             }

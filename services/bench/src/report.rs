@@ -62,6 +62,7 @@ pub fn usage_table(reports: &[Report]) -> String {
         "workers CPU s / RSS MiB (each)",
         "simulator CPU s / RSS MiB",
         "nats-server CPU s / RSS MiB",
+        "RSS KiB per rack: scheduler / workers",
     ]);
     for r in reports {
         let u = &r.usage;
@@ -73,6 +74,54 @@ pub fn usage_table(reports: &[Report]) -> String {
             u.workers.iter().map(pair).collect::<Vec<_>>().join("; "),
             pair(&u.simulator),
             pair(&u.nats_server),
+            {
+                let racks = r.scenario.racks.max(1) as f64;
+                let workers: f64 = u.workers.iter().map(|w| w.peak_rss_mib).sum();
+                format!(
+                    "{:.0} / {:.0}",
+                    u.scheduler.peak_rss_mib * 1024.0 / racks,
+                    workers * 1024.0 / racks
+                )
+            },
+        ]);
+    }
+    t.to_string()
+}
+
+/// What each step job cost in writes, one row per scenario.
+pub fn writes_table(reports: &[Report]) -> String {
+    let mut t = Table::new();
+    t.load_preset(ASCII_MARKDOWN);
+    t.set_header([
+        "scenario",
+        "step jobs",
+        "JS writes/job",
+        "of which: jobs, results, events, KV",
+        "acks+naks/job",
+        "PG commits/job",
+        "PG rows/job",
+        "PG WAL syncs/job",
+    ]);
+    for r in reports {
+        let w = &r.writes;
+        let per = |stream: &str| {
+            w.appended.get(stream).copied().unwrap_or(0) as f64 / w.step_jobs.max(1) as f64
+        };
+        t.add_row([
+            r.scenario.name.clone(),
+            w.step_jobs.to_string(),
+            f1(w.js_writes_per_job),
+            format!(
+                "{} / {} / {} / {}",
+                f1(per("FLOW_JOBS")),
+                f1(per("FLOW_RESULTS")),
+                f1(per("FLOW_EVENTS")),
+                f1(per("KV_flow_job_state"))
+            ),
+            f1(w.js_acks_per_job),
+            f1(w.pg_commits_per_job),
+            f1(w.pg_rows_per_job),
+            f1(w.pg_wal_syncs_per_job),
         ]);
     }
     t.to_string()

@@ -164,7 +164,6 @@ pub async fn run(tools: &Tools, spec: &RolloutSpec, work: &Path) -> anyhow::Resu
         &ClusterSpec {
             racks: spec.racks,
             workers: spec.workers,
-            worker_max_jobs: 8,
             time_scale: spec.time_scale,
             initial_power_on: true,
             bmc_base_port: 0,

@@ -17,6 +17,7 @@ use crate::api;
 use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools};
 use crate::ideal::{Ideal, ideal};
 use crate::measure::{RawRate, Results, Spread, raw_jetstream, stage_advance};
+use crate::writes::Writes;
 
 /// The reference rules, unchanged.
 pub const REFERENCE_RULES: &str = include_str!("../../../examples/operation-rules.yaml");
@@ -90,6 +91,15 @@ pub fn catalogue() -> Vec<Scenario> {
             "site",
             "250 racks (a site) graceful power-on at once (reference rule)",
             250,
+            4,
+            0.05,
+            "power_on",
+            "reference",
+        ),
+        Scenario::new(
+            "site-1000",
+            "1,000 racks (35,000 BMCs) graceful power-on at once (reference rule)",
+            1000,
             4,
             0.05,
             "power_on",
@@ -186,6 +196,8 @@ pub struct Report {
     pub raw_jetstream: RawRate,
     /// jobs_per_s / raw rate.
     pub jobs_vs_raw: f64,
+    /// JetStream writes and acks and Postgres commits, per step job.
+    pub writes: Writes,
     /// CPU and memory of each process.
     pub usage: ClusterUsage,
 }
@@ -207,7 +219,6 @@ pub async fn run(tools: &Tools, s: &Scenario, work: &Path) -> anyhow::Result<Rep
     let spec = ClusterSpec {
         racks: s.racks,
         workers: s.workers,
-        worker_max_jobs: 8,
         time_scale: s.time_scale,
         initial_power_on: s.initial_power_on,
         bmc_base_port: 0,
@@ -256,6 +267,7 @@ async fn measure(
     } else {
         BTreeMap::new()
     };
+    let before = cluster.writes_reading().await?;
     let started = Instant::now();
     let mut tasks = 0;
     for chunk in cluster.racks.chunks(50) {
@@ -308,6 +320,8 @@ async fn measure(
     let step_jobs = last.len();
     let hardware_calls: u64 = last.values().map(|r| r.calls).sum();
     let sim = cluster.sim_state().await?;
+    // Before the raw measurement, whose messages are not the run's.
+    let after = cluster.writes_reading().await?;
     let raw = raw_jetstream(&cluster.nats, s.raw_messages, 2048).await?;
     let secs = makespan.as_secs_f64();
     let jobs_per_s = step_jobs as f64 / secs;
@@ -329,6 +343,7 @@ async fn measure(
         peak_requests_per_bmc: sim.peak_concurrent_requests_per_bmc,
         raw_jetstream: raw,
         jobs_vs_raw: jobs_per_s / raw.per_second,
+        writes: Writes::between(&before, &after, step_jobs),
         usage: cluster.usage(),
     })
 }

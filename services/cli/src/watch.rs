@@ -93,7 +93,7 @@ pub(crate) async fn watch(client: &Client, out: Output, id: TaskId) -> Result<bo
     // Live progress from the workers (current action, components done).
     let mut events = client
         .nats()
-        .subscribe(flow_protocol::jobs::event_subject(id))
+        .subscribe(flow_protocol::jobs::progress_subject(id))
         .await
         .ok();
     loop {

@@ -12,6 +12,10 @@ pub enum SchedulerError {
     /// The store failed (or refused a value).
     #[error("the store failed")]
     Store(#[from] StoreError),
+    /// The scheduler is stopping: a result handed to its applier was not
+    /// applied (it is redelivered).
+    #[error("the scheduler is stopping; the result was not applied")]
+    Stopped,
     /// The lifecycle refused an event: it cannot happen to the task in its
     /// state.
     #[error("task {task}: the event was refused")]

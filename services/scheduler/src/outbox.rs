@@ -64,6 +64,7 @@ impl TaskService {
                 }
             }
             total += done.len();
+            tracing::debug!(messages = done.len(), "outbox published");
             self.metrics
                 .outbox_published
                 .inc_by(u64::try_from(done.len()).unwrap_or(u64::MAX));

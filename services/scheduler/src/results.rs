@@ -1,5 +1,6 @@
-//! Step results: consumed from `FLOW_RESULTS`, applied one transaction
-//! each (several at once), counted, and acknowledged.
+//! Step results: consumed from `FLOW_RESULTS`, applied in batches (the
+//! results that arrived while the previous batch was being applied, one
+//! transaction and one commit for all), counted, and acknowledged.
 
 use std::time::Duration;
 
@@ -10,12 +11,31 @@ use flow_telemetry::ErrorChain;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use flow_engine::lifecycle::Applied;
+
+use crate::error::SchedulerError;
 use crate::service::TaskService;
 
-/// Step results applied at once by one scheduler. The benchmark showed one
-/// at a time as the bottleneck at 50 racks: each result is a transaction
-/// and a commit, and workers were idle waiting for the next stage.
-pub const RESULTS_IN_FLIGHT: usize = 16;
+/// Step results one scheduler holds at once (received, not yet acked):
+/// they wait for the applier, which takes every one that is waiting into
+/// its next batch. The benchmark showed one transaction per result as the
+/// bottleneck when 250 racks finish a stage at once (README.md,
+/// "Benchmarks").
+pub const RESULTS_IN_FLIGHT: usize = 512;
+
+/// The most results one transaction applies.
+pub const RESULTS_PER_BATCH: usize = 128;
+
+/// Batches one scheduler applies at once (each on its own connection):
+/// a batch is a run of round trips on one connection, so one applier alone
+/// leaves the database mostly idle while a stage's results queue.
+pub const APPLIERS: usize = 1;
+
+/// A result handed to the applier, and where its outcome goes.
+type Pending = (
+    ResultMessage,
+    tokio::sync::oneshot::Sender<Result<Applied, SchedulerError>>,
+);
 
 /// How long a result that could not be applied (the database failed) waits
 /// before it is delivered again.
@@ -27,28 +47,78 @@ impl TaskService {
     /// (results of one task serialise on its row lock).
     pub async fn run_results(self, stop: CancellationToken) {
         let metrics = self.metrics.clone();
-        consume(
-            &self.js.clone(),
-            Source {
-                stream: STREAM_RESULTS,
-                consumer: CONSUMER_SCHEDULER,
-                concurrency: RESULTS_IN_FLIGHT,
-            },
-            stop,
-            flow_protocol::decode::message,
-            &|stream| metrics.parked(stream),
-            |result: ResultMessage, message| {
-                let this = self.clone();
-                async move { this.apply_one(result, message).await }
-            },
-        )
-        .await;
+        let (to_applier, from_handlers) = tokio::sync::mpsc::channel(RESULTS_IN_FLIGHT);
+        let this = self.clone();
+        let consuming = async move {
+            consume(
+                &this.js.clone(),
+                Source {
+                    stream: STREAM_RESULTS,
+                    consumer: CONSUMER_SCHEDULER,
+                    concurrency: RESULTS_IN_FLIGHT,
+                },
+                stop,
+                flow_protocol::decode::message,
+                &|stream| metrics.parked(stream),
+                |result: ResultMessage, message| {
+                    let this = this.clone();
+                    let to_applier = to_applier.clone();
+                    async move { this.apply_one(result, message, to_applier).await }
+                },
+            )
+            .await;
+            // The last sender: the applier ends once its batch is answered.
+            drop(to_applier);
+        };
+        // In this task, not spawned: a scheduler stopped or killed stops
+        // them all.
+        let from_handlers = tokio::sync::Mutex::new(from_handlers);
+        let appliers =
+            futures::future::join_all((0..APPLIERS).map(|_| self.run_applier(&from_handlers)));
+        tokio::join!(consuming, appliers);
+    }
+
+    /// Applies the results handed to it: waits for one, takes every other
+    /// one already waiting (up to [`RESULTS_PER_BATCH`]), applies them
+    /// together, and answers each. Several run at once, taking turns at
+    /// the queue.
+    async fn run_applier(
+        &self,
+        from_handlers: &tokio::sync::Mutex<tokio::sync::mpsc::Receiver<Pending>>,
+    ) {
+        let mut batch: Vec<Pending> = Vec::with_capacity(RESULTS_PER_BATCH);
+        loop {
+            let taken = from_handlers
+                .lock()
+                .await
+                .recv_many(&mut batch, RESULTS_PER_BATCH)
+                .await;
+            if taken == 0 {
+                return;
+            }
+            let (results, replies): (Vec<_>, Vec<_>) = batch.drain(..).unzip();
+            let started = std::time::Instant::now();
+            let outcomes = self.apply_results(&results).await;
+            tracing::debug!(
+                results = results.len(),
+                elapsed_us = started.elapsed().as_micros() as u64,
+                "results applied together"
+            );
+            for (reply, outcome) in replies.into_iter().zip(outcomes) {
+                let _ = reply.send(outcome);
+            }
+        }
     }
 
     /// Applies one result in a `result` span naming its task, rack, stage,
     /// step and component type, counts it, and acknowledges it (or hands it
     /// back when the database failed, or parks it when it can never apply).
-    async fn apply_one(&self, result: ResultMessage, message: jetstream::Message) {
+    async fn apply_one(
+        &self,
+        result: ResultMessage,
+        message: jetstream::Message,
+        applier: tokio::sync::mpsc::Sender<Pending>,
+    ) {
         let span = tracing::info_span!(
             "result",
             task = %result.id.task,
@@ -59,7 +129,14 @@ impl TaskService {
             generation = result.id.generation,
         );
         async {
-            let applied = match self.apply_result(&result).await {
+            tracing::debug!("result received");
+            let (reply, outcome) = tokio::sync::oneshot::channel();
+            let applied = if applier.send((result.clone(), reply)).await.is_ok() {
+                outcome.await.unwrap_or_else(|_| Err(SchedulerError::Stopped))
+            } else {
+                Err(SchedulerError::Stopped)
+            };
+            let applied = match applied {
                 Ok(applied) => applied,
                 Err(error) if error.is_refused_input() => {
                     // The same result would fail the same way forever.
@@ -80,6 +157,7 @@ impl TaskService {
             };
             // The outbox publisher goes first: the next stage's jobs are
             // committed; the figures below are not on the critical path.
+            tracing::debug!("result committed");
             self.poke();
             // Read after the commit, for the log fields and the durations.
             let timing = match self

@@ -247,6 +247,71 @@ impl TaskService {
         Ok(applied)
     }
 
+    /// Applies several workers' results in one transaction (one commit
+    /// for all), each as [`TaskService::apply_result`] would, in task
+    /// order. A result the lifecycle refuses gets its error (nothing of it
+    /// was written) and the others go on; any other failure (the database,
+    /// a row that moved underneath, a deadlock with another transaction)
+    /// loses the whole transaction, and then each result is applied in a
+    /// transaction of its own, as if it had come alone.
+    pub(crate) async fn apply_results(
+        &self,
+        results: &[ResultMessage],
+    ) -> Vec<Result<Applied, SchedulerError>> {
+        if results.len() > 1 {
+            match self.apply_together(results).await {
+                Ok(outcomes) => return outcomes,
+                Err(error) => {
+                    tracing::warn!(results = results.len(), error = %ErrorChain(&error), "results not applied together; applying each alone");
+                }
+            }
+        }
+        let mut outcomes = Vec::with_capacity(results.len());
+        for result in results {
+            outcomes.push(self.apply_result(result).await);
+        }
+        outcomes
+    }
+
+    async fn apply_together(
+        &self,
+        results: &[ResultMessage],
+    ) -> Result<Vec<Result<Applied, SchedulerError>>, SchedulerError> {
+        // One order for every batch: two schedulers' batches lock tasks in
+        // the same order.
+        let mut order: Vec<usize> = (0..results.len()).collect();
+        order.sort_by_key(|&i| {
+            let id = results[i].id;
+            (id.task, id.step_index, id.generation)
+        });
+        let mut tx = self.store.begin_tasks().await?;
+        let tasks: Vec<TaskId> = results.iter().map(|r| r.id.task).collect();
+        tx.lock_all(&tasks).await?;
+        let mut outcomes: Vec<Option<Result<Applied, SchedulerError>>> =
+            (0..results.len()).map(|_| None).collect();
+        let mut changed = false;
+        for i in order {
+            let result = &results[i];
+            let event = Event::StepResult(result.clone());
+            let outcome = match apply_locked(&mut tx, result.id.task, &event).await {
+                Ok(Some((before, t))) => Ok(t.applied(&before)),
+                Ok(None) => Ok(Applied::Ignored),
+                // Decided before anything of it was written.
+                Err(error @ SchedulerError::Lifecycle { .. }) => Err(error),
+                Err(error) => return Err(error),
+            };
+            changed |= matches!(&outcome, Ok(a) if *a != Applied::Ignored);
+            outcomes[i] = Some(outcome);
+        }
+        if changed {
+            tx.commit().await?;
+        }
+        Ok(outcomes
+            .into_iter()
+            .map(|o| o.unwrap_or(Ok(Applied::Ignored)))
+            .collect())
+    }
+
     /// Fails every running step past its deadline, and its task (the cancel
     /// mark goes out: the step may still run on a worker). Returns the
     /// tasks failed.

@@ -163,6 +163,7 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
     env.fault(json!({"target": "rack-01/*", "kind": {"latency": {"ms": 100}}}))
         .await;
     let mut events = env.client.subscribe("flow.events.task.>").await.unwrap();
+    let mut progress = env.client.subscribe("flow.progress.task.>").await.unwrap();
     let outcome = env.submit("req-on", "power_on", json!({})).await;
     let task = outcome["task_id"]
         .as_str()
@@ -217,9 +218,10 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
         "{:?}",
         env.power().await
     );
-    // Progress events on FLOW_EVENTS, in order, ending with the outcome.
+    // Transactional events on FLOW_EVENTS, in order, ending with the
+    // outcome; none is live progress (that has its own subject, on no
+    // stream).
     let mut kinds = Vec::new();
-    let mut progress = 0;
     loop {
         let msg = tokio::time::timeout(Duration::from_secs(10), futures_next(&mut events))
             .await
@@ -231,12 +233,7 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
             None => e["status"].as_str().unwrap_or_default().to_owned(),
         };
         let done = e["kind"] == "task_finished";
-        if e["kind"] == "step_progress" {
-            // Best-effort live progress from the workers, between the
-            // transactional events.
-            progress += 1;
-            continue;
-        }
+        assert_ne!(e["kind"], "step_progress", "progress on the event subject");
         kinds.push(format!("{}:{detail}", e["kind"].as_str().unwrap()));
         if done {
             break;
@@ -254,7 +251,25 @@ async fn power_on_then_off_run_stage_by_stage_through_jetstream() {
             "task_finished:completed"
         ]
     );
-    assert!(progress >= 3, "each step reported progress at least once");
+    // Live progress from the workers, on its own subject.
+    let mut steps_reported = std::collections::BTreeSet::new();
+    while let Ok(Some(msg)) = tokio::time::timeout(
+        Duration::from_millis(200),
+        futures::StreamExt::next(&mut progress),
+    )
+    .await
+    {
+        let e: Value = serde_json::from_slice(&msg.payload).unwrap();
+        assert_eq!(e["kind"], "step_progress", "{e}");
+        assert_eq!(e["task_id"], task.as_str());
+        steps_reported.insert(e["step_index"].as_u64().unwrap());
+    }
+    assert_eq!(
+        steps_reported.len(),
+        3,
+        "each step reported progress at least once: {steps_reported:?}"
+    );
+
     // max_parallel as the simulator saw it: compute 2 at a time, switches one.
     let state = serde_json::to_value(env.sim().state()).unwrap();
     let peaks = &state["racks"][0]["peak_concurrent_resets"];

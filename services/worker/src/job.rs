@@ -69,19 +69,26 @@ impl Job<'_> {
             }
         };
         let span = span(&job);
-        self.run(message, job).instrument(span).await;
+        async {
+            tracing::debug!("job received");
+            self.run(message, job).await;
+        }
+        .instrument(span)
+        .await;
     }
 
     async fn run(self, message: Message, job: JobMessage) {
         let key = checkpoint::key(&job.id);
-        let mut cp = match checkpoint::load(&self.kv, &key, self.metrics).await {
-            Ok(cp) => cp.unwrap_or_default(),
+        let loaded = match checkpoint::load(&self.kv, &key, self.metrics).await {
+            Ok(cp) => cp,
             Err(error) => {
                 tracing::warn!(error = %ErrorChain(&error), key = %key, "checkpoint not readable now; job handed back");
                 dispose(&message, Disposition::Retry, self.metrics).await;
                 return;
             }
         };
+        let mut stored = Stored(loaded);
+        let mut cp = stored.0.clone().unwrap_or_default();
         let clock = SystemClock;
         let started_ms = cp
             .finished
@@ -100,10 +107,18 @@ impl Job<'_> {
                 advance(&job.job, &mut cp, self.registry, &clock, &is_cancelled).await
             };
             progress::report(&self.js, &job, &cp, &mut last_report).await;
-            let saved = checkpoint::save(&self.kv, &key, &cp, self.metrics).await;
             let outcome = match progress {
                 Progress::WaitUntil(at) => {
                     let delay = Duration::from_millis(at.saturating_sub(clock.now_ms()));
+                    let inline = delay <= INLINE_WAIT
+                        && !self.stopping.load(std::sync::atomic::Ordering::SeqCst);
+                    // A job that leaves this worker takes everything with
+                    // it; one that waits here need only keep its commands.
+                    let saved = if inline && !stored.needs_save_for_commands(&cp) {
+                        true
+                    } else {
+                        stored.save(&self.kv, &key, &cp, self.metrics).await
+                    };
                     match self.at_wait(delay, saved) {
                         AtWait::Inline(d) => tokio::time::sleep(d).await,
                         AtWait::KeepUnsaved(d) => {
@@ -127,8 +142,17 @@ impl Job<'_> {
                 },
                 Progress::Cancelled => StepOutcome::Cancelled,
             };
+            // Commands since the last save are saved before the result
+            // goes out: should this worker die before its ack, the
+            // redelivery repeats reads, never a command.
+            let saved = if stored.needs_save_for_commands(&cp) {
+                stored.save(&self.kv, &key, &cp, self.metrics).await
+            } else {
+                true
+            };
             let result = result(&job, &cp, outcome, started_ms, clock.now_ms());
-            self.finish(&message, &key, &cp, &result, saved).await;
+            self.finish(&message, &key, &cp, &result, saved, &mut stored)
+                .await;
             return;
         }
     }
@@ -146,10 +170,10 @@ impl Job<'_> {
     }
 
     /// Publishes the result (deduplicated by `result/<job>`), then acks the
-    /// job and drops its checkpoint. A result JetStream did not take is
-    /// retried: by redelivery when the checkpoint is saved (no call is
-    /// repeated), in place otherwise (a redelivery would run the step
-    /// again), saving the checkpoint again meanwhile.
+    /// job and drops its checkpoint (when one was ever stored). A result
+    /// JetStream did not take is retried: by redelivery once the checkpoint
+    /// is saved (no call is repeated), in place otherwise (a redelivery
+    /// would run the step again), saving the checkpoint again meanwhile.
     async fn finish(
         &self,
         message: &Message,
@@ -157,6 +181,7 @@ impl Job<'_> {
         cp: &Checkpoint,
         result: &ResultMessage,
         saved: bool,
+        stored: &mut Stored,
     ) {
         let body = match serde_json::to_vec(result) {
             Ok(body) => body,
@@ -192,8 +217,15 @@ impl Job<'_> {
                     .get_or_create(&OutcomeLabels { outcome })
                     .inc();
                 dispose(message, Disposition::Finished, self.metrics).await;
-                let _ = self.kv.delete(key).await;
+                if stored.0.is_some() {
+                    let _ = self.kv.delete(key).await;
+                }
                 return;
+            }
+            // Handing the job back now would let its redelivery resume from
+            // the stored checkpoint: save the final one first.
+            if saved && stored.0.as_ref() != Some(cp) {
+                saved = stored.save(&self.kv, key, cp, self.metrics).await;
             }
             if saved {
                 tracing::warn!("result not published; job will be redelivered");
@@ -203,8 +235,41 @@ impl Job<'_> {
             tracing::warn!("result and checkpoint not saved; retrying here");
             dispose(message, Disposition::StillWorking, self.metrics).await;
             tokio::time::sleep(UNSAVED_RETRY).await;
-            saved = checkpoint::save(&self.kv, key, cp, self.metrics).await;
+            saved = stored.save(&self.kv, key, cp, self.metrics).await;
         }
+    }
+}
+
+/// What the job-state bucket holds for this job, as far as this worker
+/// knows (`None`: nothing).
+struct Stored(Option<Checkpoint>);
+
+impl Stored {
+    /// Whether `cp` made a hardware-changing call since the stored copy:
+    /// then it must be saved before anything else happens, so no
+    /// redelivery repeats the command.
+    fn needs_save_for_commands(&self, cp: &Checkpoint) -> bool {
+        self.0
+            .as_ref()
+            .map_or(cp.commands > 0, |s| s.commands != cp.commands)
+    }
+
+    /// Saves `cp` unless the bucket holds it already; whether it is saved.
+    async fn save(
+        &mut self,
+        kv: &kv::Store,
+        key: &str,
+        cp: &Checkpoint,
+        metrics: &WorkerMetrics,
+    ) -> bool {
+        if self.0.as_ref() == Some(cp) {
+            return true;
+        }
+        let saved = checkpoint::save(kv, key, cp, metrics).await;
+        if saved {
+            self.0 = Some(cp.clone());
+        }
+        saved
     }
 }
 

@@ -48,6 +48,13 @@ pub const INLINE_WAIT: Duration = Duration::from_secs(1);
 /// mark is seen within this bound even in the middle of a long Sleep.
 pub const MAX_NAK_DELAY: Duration = Duration::from_secs(5);
 
+/// Jobs a worker holds at once when nothing says otherwise. A job holds
+/// no slot through a durable wait, and its hardware calls are bounded by
+/// the per-BMC and whole-worker request caps (`flow_redfish::RequestCap`),
+/// so this only bounds memory and how many jobs one worker takes ahead of
+/// the others (`docs/architecture.md`, "Worker capacity").
+pub const DEFAULT_MAX_JOBS: usize = 256;
+
 /// Worker settings.
 #[derive(Debug, Clone)]
 pub struct WorkerConfig {
@@ -57,7 +64,9 @@ pub struct WorkerConfig {
 
 impl Default for WorkerConfig {
     fn default() -> Self {
-        WorkerConfig { max_jobs: 8 }
+        WorkerConfig {
+            max_jobs: DEFAULT_MAX_JOBS,
+        }
     }
 }
 

@@ -33,9 +33,16 @@ struct Args {
     /// Credential reference for the lifecycle API.
     #[arg(long, env = "FLOW_LIFECYCLE_CREDENTIAL", default_value = "")]
     lifecycle_credential: String,
-    /// Jobs in flight at once.
-    #[arg(long, env = "FLOW_WORKER_MAX_JOBS", default_value_t = 8)]
+    /// Jobs held at once (a job in a durable wait holds none; hardware
+    /// calls are bounded by the two request caps below).
+    #[arg(long, env = "FLOW_WORKER_MAX_JOBS", default_value_t = flow_worker::DEFAULT_MAX_JOBS)]
     max_jobs: usize,
+    /// Redfish requests in flight at once across every BMC.
+    #[arg(long, env = "FLOW_WORKER_MAX_REQUESTS", default_value_t = flow_redfish::DEFAULT_MAX_REQUESTS)]
+    max_requests: usize,
+    /// Redfish requests in flight at once at one BMC.
+    #[arg(long, env = "FLOW_BMC_MAX_REQUESTS", default_value_t = flow_redfish::DEFAULT_MAX_CONCURRENT_PER_BMC)]
+    max_requests_per_bmc: usize,
     /// Extra CA certificates (PEM) for BMC TLS.
     #[arg(long, env = "FLOW_BMC_CA_FILE")]
     bmc_ca_file: Option<PathBuf>,
@@ -80,7 +87,12 @@ async fn main() -> anyhow::Result<()> {
         CredentialStore::from_yaml_file(&args.credentials_file, &|k| std::env::var(k).ok())
             .context("BMC credentials (FLOW_BMC_CREDENTIALS_FILE)")?,
     );
+    if args.max_jobs == 0 || args.max_requests == 0 || args.max_requests_per_bmc == 0 {
+        anyhow::bail!("--max-jobs, --max-requests and --max-requests-per-bmc must be at least 1");
+    }
     let redfish = RedfishSettings {
+        max_concurrent_per_bmc: args.max_requests_per_bmc,
+        max_requests: flow_redfish::RequestCap::new(args.max_requests),
         ca_file: args.bmc_ca_file,
         insecure: args.bmc_insecure,
         ..RedfishSettings::default()
@@ -146,7 +158,12 @@ async fn main() -> anyhow::Result<()> {
             stop.clone(),
         ));
     }
-    tracing::info!(max_jobs = args.max_jobs, "worker running");
+    tracing::info!(
+        max_jobs = args.max_jobs,
+        max_requests = args.max_requests,
+        max_requests_per_bmc = args.max_requests_per_bmc,
+        "worker running"
+    );
     flow_worker::run_with_metrics(
         client.clone(),
         registry,

@@ -113,6 +113,12 @@ pub struct Checkpoint {
     pub results: BTreeMap<String, String>,
     /// Hardware calls made by this step.
     pub calls: u64,
+    /// Of those, the calls that changed the hardware (a power or
+    /// decommission command, the start of a firmware update): a worker
+    /// saves the checkpoint after any, so no redelivery repeats one; the
+    /// reads between them (polls) it need not save (`services/worker/src/job.rs`).
+    #[serde(default)]
+    pub commands: u64,
     /// Every component's calls, action by action, for the record (kept
     /// across actions, unlike [`Checkpoint::components`]).
     #[serde(default)]

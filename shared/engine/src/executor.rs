@@ -10,7 +10,9 @@ use flow_hardware::{
 };
 use flow_rules::defaults::{DECOMMISSION_CONTROL_ATTEMPTS, DECOMMISSION_CONTROL_TIMEOUT};
 use flow_rules::duration::format_short;
-use flow_rules::{Action, ComponentType, OperationCode, PowerOperation, PowerState, RetryPolicy};
+use flow_rules::{
+    Action, ActionName, ComponentType, OperationCode, PowerOperation, PowerState, RetryPolicy,
+};
 
 use crate::checkpoint::{ActionRecord, ComponentState, ComponentStatus};
 use crate::clock::after;
@@ -375,6 +377,23 @@ async fn reachability(
     Ok(Some(next))
 }
 
+/// Whether a call of `action` that took a component from `before` to
+/// `after` changed the hardware: every power or decommission command; of a
+/// firmware update, the call that started it (the polls after only read).
+fn is_command(action: &Action, before: Option<&ComponentState>, after: &ComponentState) -> bool {
+    match action.name() {
+        ActionName::PowerControl | ActionName::DecommissionControl => true,
+        ActionName::FirmwareControl => {
+            before.is_none_or(|b| b.firmware_job.is_none()) && after.firmware_job.is_some()
+        }
+        ActionName::Sleep
+        | ActionName::VerifyPowerStatus
+        | ActionName::VerifyReachability
+        | ActionName::GetPowerStatus
+        | ActionName::WaitDecommissioned => false,
+    }
+}
+
 async fn per_component(
     job: &StepJob,
     cp: &mut Checkpoint,
@@ -431,7 +450,11 @@ async fn per_component(
                 cp.calls += 1;
                 // This call's error: a failure's, or a retried or polled
                 // error it left on the state.
-                let prior = cp.components.get(&name).and_then(|s| s.last_error.clone());
+                let before = cp.components.get(&name);
+                if is_command(action, before, &state) {
+                    cp.commands += 1;
+                }
+                let prior = before.and_then(|s| s.last_error.clone());
                 let error = match &call {
                     Call::Fail(e) => Some(e.clone()),
                     _ => state

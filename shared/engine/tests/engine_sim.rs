@@ -449,10 +449,14 @@ async fn firmware_and_decommission_steps() {
     let (progress, cp, _) = run(&job, &env.registry).await;
     assert_eq!(progress, Progress::Done, "{cp:?}");
     assert_eq!(cp.results["compute-02"], "installed 26.03");
+    // Two updates started: two commands; the task polls only read.
+    assert_eq!(cp.commands, 2, "{cp:?}");
+    assert!(cp.calls > cp.commands, "{cp:?}");
     // Again: already installed, no update started.
     let (progress, cp, _) = run(&job, &env.registry).await;
     assert_eq!(progress, Progress::Done);
     assert_eq!(cp.results["compute-01"], "already at 26.03");
+    assert_eq!(cp.commands, 0, "nothing changed: {cp:?}");
     // No image for the type: a clear permanent failure.
     job.firmware.clear();
     let Progress::Failed(f) = run(&job, &env.registry).await.0 else {
@@ -466,8 +470,11 @@ async fn firmware_and_decommission_steps() {
     let decommission = rule(json!([{"component_type": "nvswitch", "stage": 1,
         "main_operation": {"name": "DecommissionControl"},
         "post_operation": [{"name": "WaitDecommissioned", "timeout": "10s", "poll_interval": "20ms"}]}]));
-    let (progress, cp, _) = run(&env.job(&decommission, 0, "decommission"), &env.registry).await;
+    let job = env.job(&decommission, 0, "decommission");
+    let (progress, cp, _) = run(&job, &env.registry).await;
     assert_eq!(progress, Progress::Done, "{cp:?}");
     assert_eq!(cp.results["nvswitch-01"], "Decommissioned");
+    // One request per switch tray is a command; the waits only read.
+    assert_eq!(cp.commands, job.components.len() as u64, "{cp:?}");
     env.sim.shutdown().await;
 }

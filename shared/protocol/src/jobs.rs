@@ -329,6 +329,15 @@ pub fn event_subject(task: TaskId) -> String {
     format!("flow.events.task.{task}")
 }
 
+/// The subject of a task's live progress (`step_progress` events from the
+/// workers): plain NATS, outside every stream, so a progress report costs
+/// no write to disk; only a live subscriber sees it (`flow task watch`).
+/// The task's record and its transactional events on [`event_subject`]
+/// tell what happened afterwards.
+pub fn progress_subject(task: TaskId) -> String {
+    format!("flow.progress.task.{task}")
+}
+
 /// The KV key of a task's cancel mark.
 pub fn cancel_key(task: TaskId) -> String {
     format!("cancel.{task}")

@@ -1,6 +1,7 @@
 //! Tasks on the wire: the record `task.get` returns, the listing and counts,
 //! and the events on `flow.events.task.<task>` (written by the scheduler
-//! through its outbox, and by workers for live progress).
+//! through its outbox) and `flow.progress.task.<task>` (workers' live
+//! progress, on no stream).
 
 use std::collections::BTreeMap;
 
@@ -308,9 +309,14 @@ impl TaskEvent {
         }
     }
 
-    /// The subject it is published on.
+    /// The subject it is published on: live progress on the task's
+    /// progress subject (no stream keeps it), every other event on its
+    /// event subject (`FLOW_EVENTS` keeps it).
     pub fn subject(&self) -> String {
-        crate::jobs::event_subject(self.task_id)
+        match self.kind {
+            TaskEventKind::StepProgress { .. } => crate::jobs::progress_subject(self.task_id),
+            _ => crate::jobs::event_subject(self.task_id),
+        }
     }
 
     /// Its `Nats-Msg-Id`: one per stage start, step generation and finish,

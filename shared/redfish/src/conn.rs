@@ -27,10 +27,40 @@ pub struct BmcHandle {
     pub power_resource: Mutex<Option<String>>,
 }
 
+/// The cap on requests in flight at once across every BMC, shared by every
+/// manager built from one [`crate::RedfishSettings`] (clones share it).
+#[derive(Debug, Clone)]
+pub struct RequestCap {
+    permits: Arc<Semaphore>,
+    limit: usize,
+}
+
+impl RequestCap {
+    /// A cap of `limit` requests (at least one).
+    pub fn new(limit: usize) -> Self {
+        let limit = limit.max(1);
+        RequestCap {
+            permits: Arc::new(Semaphore::new(limit)),
+            limit,
+        }
+    }
+
+    /// The cap.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.limit - self.permits.available_permits()
+    }
+}
+
 /// BMC handles by base URL.
 pub struct BmcPool {
     http: reqwest::Client,
     max_per_bmc: usize,
+    total: RequestCap,
     handles: Mutex<HashMap<String, Arc<BmcHandle>>>,
 }
 
@@ -44,14 +74,17 @@ pub struct Session<'a> {
     credential: BmcCredential,
     http: reqwest::Client,
     _permit: OwnedSemaphorePermit,
+    _total: OwnedSemaphorePermit,
 }
 
 impl BmcPool {
-    /// A pool over `http` allowing `max_per_bmc` concurrent calls per BMC.
-    pub fn new(http: reqwest::Client, max_per_bmc: usize) -> Self {
+    /// A pool over `http` allowing `max_per_bmc` concurrent calls per BMC
+    /// and, across all BMCs, as many as `total` allows.
+    pub fn new(http: reqwest::Client, max_per_bmc: usize, total: RequestCap) -> Self {
         BmcPool {
             http,
             max_per_bmc: max_per_bmc.max(1),
+            total,
             handles: Mutex::new(HashMap::new()),
         }
     }
@@ -67,7 +100,9 @@ impl BmcPool {
         }))
     }
 
-    /// Waits for a permit on the target's BMC.
+    /// Waits for a permit on the target's BMC, then for one of the whole
+    /// cap (in that order: a call waiting for a busy BMC holds nothing the
+    /// other BMCs need).
     pub async fn session<'a>(
         &self,
         target: &'a ComponentTarget,
@@ -84,6 +119,10 @@ impl BmcPool {
             .acquire_owned()
             .await
             .map_err(|_| HardwareError::Config("BMC permit pool closed".to_owned()))?;
+        let total = Arc::clone(&self.total.permits)
+            .acquire_owned()
+            .await
+            .map_err(|_| HardwareError::Config("request cap closed".to_owned()))?;
         Ok(Session {
             target,
             handle,
@@ -91,6 +130,7 @@ impl BmcPool {
             credential,
             http: self.http.clone(),
             _permit: permit,
+            _total: total,
         })
     }
 }
@@ -192,7 +232,7 @@ mod tests {
 
     #[tokio::test]
     async fn at_most_n_sessions_per_bmc_and_bmcs_are_independent() {
-        let pool = BmcPool::new(reqwest::Client::new(), 2);
+        let pool = BmcPool::new(reqwest::Client::new(), 2, RequestCap::new(100));
         let a = target("http://127.0.0.1:1");
         let b = target("http://127.0.0.1:2");
         let s1 = pool.session(&a, cred()).await.unwrap();
@@ -209,8 +249,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn the_whole_cap_holds_across_bmcs_and_a_busy_bmc_holds_none_of_it() {
+        let cap = RequestCap::new(2);
+        let pool = BmcPool::new(reqwest::Client::new(), 1, cap.clone());
+        let (a, b, c) = (
+            target("http://127.0.0.1:1"),
+            target("http://127.0.0.1:2"),
+            target("http://127.0.0.1:3"),
+        );
+        let sa = pool.session(&a, cred()).await.unwrap();
+        // A second call to the busy BMC waits for it, not for the cap…
+        let waiting_a = tokio::time::timeout(Duration::from_millis(50), pool.session(&a, cred()));
+        assert!(waiting_a.await.is_err());
+        // …so another BMC still gets the cap's second permit.
+        let sb = pool.session(&b, cred()).await.unwrap();
+        assert_eq!(cap.in_flight(), 2);
+        // The cap is full: a third BMC waits.
+        let third = tokio::time::timeout(Duration::from_millis(50), pool.session(&c, cred())).await;
+        assert!(third.is_err(), "a call beyond the cap was granted");
+        drop(sa);
+        let granted = tokio::time::timeout(Duration::from_secs(5), pool.session(&c, cred())).await;
+        assert!(granted.is_ok());
+        drop(sb);
+    }
+
+    #[tokio::test]
     async fn a_malformed_bmc_url_is_a_config_error() {
-        let pool = BmcPool::new(reqwest::Client::new(), 1);
+        let pool = BmcPool::new(reqwest::Client::new(), 1, RequestCap::new(1));
         let bad = target("not a url");
         let e = pool.session(&bad, cred()).await.err().expect("error");
         assert!(e.to_string().contains("is not a URL"), "{e}");

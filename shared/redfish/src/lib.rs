@@ -15,8 +15,10 @@ pub mod lifecycle;
 mod manager;
 mod power;
 
+pub use conn::RequestCap;
 pub use credentials::{BmcCredential, CredentialError, CredentialStore};
 pub use manager::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONCURRENT_PER_BMC, DEFAULT_REQUEST_TIMEOUT,
-    IDLE_CONNECTION_TIMEOUT, RedfishManager, RedfishSettings, error_message, registry, snippet,
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONCURRENT_PER_BMC, DEFAULT_MAX_REQUESTS,
+    DEFAULT_REQUEST_TIMEOUT, IDLE_CONNECTION_TIMEOUT, RedfishManager, RedfishSettings,
+    error_message, registry, snippet,
 };

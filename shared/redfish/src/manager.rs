@@ -19,7 +19,7 @@ use flow_hardware::{
     PowerStatus,
 };
 
-use crate::conn::{self, BmcPool, Session};
+use crate::conn::{self, BmcPool, RequestCap, Session};
 use crate::kind::Kind;
 use crate::lifecycle::LifecycleClient;
 use crate::{BmcCredential, CredentialStore, firmware, power};
@@ -28,6 +28,11 @@ use crate::{BmcCredential, CredentialStore, firmware, power};
 /// controllers that serve few requests at once (`docs/hardware.md`,
 /// "Connections and timeouts").
 pub const DEFAULT_MAX_CONCURRENT_PER_BMC: usize = 4;
+/// Calls in flight at once across every BMC when nothing says otherwise:
+/// what one worker's connections, sockets and memory comfortably carry (a
+/// call is almost all waiting on a BMC, so this, not a number of jobs,
+/// bounds a worker; `docs/hardware.md`, "Connections and timeouts").
+pub const DEFAULT_MAX_REQUESTS: usize = 512;
 /// One HTTP request's limit when nothing says otherwise.
 pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// TCP/TLS connect limit.
@@ -44,6 +49,9 @@ pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(20);
 pub struct RedfishSettings {
     /// At most this many requests at once per BMC.
     pub max_concurrent_per_bmc: usize,
+    /// At most this many requests at once across every BMC, shared by
+    /// every manager built from these settings.
+    pub max_requests: RequestCap,
     /// Limit of one HTTP request.
     pub request_timeout: Duration,
     /// Connect limit.
@@ -58,6 +66,7 @@ impl Default for RedfishSettings {
     fn default() -> Self {
         RedfishSettings {
             max_concurrent_per_bmc: DEFAULT_MAX_CONCURRENT_PER_BMC,
+            max_requests: RequestCap::new(DEFAULT_MAX_REQUESTS),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             ca_file: None,
@@ -147,7 +156,11 @@ impl RedfishManager {
                 capabilities,
             },
             kind,
-            pool: BmcPool::new(settings.http_client()?, settings.max_concurrent_per_bmc),
+            pool: BmcPool::new(
+                settings.http_client()?,
+                settings.max_concurrent_per_bmc,
+                settings.max_requests.clone(),
+            ),
             credentials,
             lifecycle,
         })

@@ -352,3 +352,46 @@ async fn tasks_stored_with_a_flat_component_list_are_migrated_to_the_plans_group
         .unwrap();
     assert_eq!(env.load(state.id).await, state);
 }
+
+#[tokio::test]
+async fn saves_written_together_are_still_a_compare_and_set() {
+    let env = Env::new().await;
+    let (a, _) = env.submit("r1", Admission::Start).await;
+    let (b, _) = env.submit("r2", Admission::Start).await;
+    // Two tasks locked together; both saves written at commit, in one
+    // statement for the task rows and one for the steps.
+    let mut tx = env.store.begin_tasks().await.unwrap();
+    tx.lock_all(&[b.id, a.id]).await.unwrap();
+    for id in [a.id, b.id] {
+        let before = tx.lock(id).await.unwrap().unwrap();
+        let t = apply(&before, &Event::CancelRequested, tx.now_ms()).unwrap();
+        tx.save(&before, &t.state).await.unwrap();
+    }
+    tx.commit().await.unwrap();
+    let mut tx = env.store.begin_tasks().await.unwrap();
+    for id in [a.id, b.id] {
+        let state = tx.lock(id).await.unwrap().unwrap();
+        assert!(
+            state.cancel_requested,
+            "{id}: the deferred save was written"
+        );
+    }
+    drop(tx);
+    // A stale view saved in the same way is refused when written: at the
+    // commit, which fails, and nothing of the transaction stays.
+    let mut tx = env.store.begin_tasks().await.unwrap();
+    tx.lock_all(&[a.id]).await.unwrap();
+    let now = tx.lock(a.id).await.unwrap().unwrap();
+    let mut stale = now.clone();
+    stale.steps[0].status = StepStatus::Failed; // claims to have seen Failed
+    let mut moved = now.clone();
+    moved.steps[0].status = StepStatus::Completed;
+    tx.save(&stale, &moved).await.unwrap();
+    let e = tx.commit().await.unwrap_err();
+    assert!(
+        matches!(&e, StoreError::Conflict(m) if m.contains("changed underneath") && m.contains(&a.id.to_string())),
+        "{e}"
+    );
+    let record = env.store.task_record(a.id).await.unwrap();
+    assert_ne!(record.steps[0].status, StepStatus::Completed);
+}

@@ -6,8 +6,11 @@
 //! the records the API shows, and the outbox for the publisher.
 
 mod outbox;
+mod pending;
 mod read;
 mod rows;
+
+use std::collections::HashMap;
 
 use flow_engine::lifecycle::queue::{OpenTask, RackTasks};
 use flow_engine::lifecycle::{Effect, TaskState};
@@ -18,6 +21,7 @@ use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
 pub use outbox::OutboxMessage;
+use pending::Pending;
 
 use crate::{Store, StoreError};
 use rows::{StepRow, TaskRow, at, big, int, step_columns, task_columns, task_status};
@@ -59,6 +63,27 @@ pub enum Origin {
 pub struct TaskTx {
     tx: Transaction<'static, Postgres>,
     now_ms: u64,
+    /// Tasks [`TaskTx::lock_all`] locked and loaded, each handed out once by
+    /// [`TaskTx::lock`] (a second lock of the same task reads it again,
+    /// with what this transaction wrote since).
+    locked: HashMap<TaskId, TaskState>,
+    /// Outbox messages to insert at commit, in order: nothing in a task
+    /// transaction reads the outbox, so one statement for the whole
+    /// transaction instead of one per transition.
+    outbox: Vec<OutboxMessage>,
+    /// Rows [`TaskTx::save`] saved, not yet written.
+    pending: Pending,
+    /// Whether saves wait to be written together ([`TaskTx::lock_all`]
+    /// sets it); otherwise each is written at once.
+    defer_writes: bool,
+}
+
+/// A step row with its task.
+#[derive(sqlx::FromRow)]
+struct OwnedStepRow {
+    task_id: Uuid,
+    #[sqlx(flatten)]
+    step: StepRow,
 }
 
 impl Store {
@@ -71,6 +96,10 @@ impl Store {
         Ok(TaskTx {
             tx,
             now_ms: rows::ms(now),
+            locked: HashMap::new(),
+            outbox: Vec::new(),
+            pending: Pending::default(),
+            defer_writes: false,
         })
     }
 }
@@ -94,7 +123,7 @@ impl TaskTx {
     pub async fn lock_rack(&mut self, rack: RackId) -> Result<(), StoreError> {
         sqlx::query("SELECT pg_advisory_xact_lock(hashtext('flow.rack/' || $1::text))")
             .bind(rack.as_uuid())
-            .execute(&mut *self.tx)
+            .execute(self.conn().await?)
             .await?;
         Ok(())
     }
@@ -109,7 +138,7 @@ impl TaskTx {
             sqlx::query_scalar("SELECT id FROM tasks WHERE request_id = $1 AND rack_id = $2")
                 .bind(request_id)
                 .bind(rack.as_uuid())
-                .fetch_optional(&mut *self.tx)
+                .fetch_optional(self.conn().await?)
                 .await?;
         Ok(id.map(TaskId))
     }
@@ -133,7 +162,7 @@ impl TaskTx {
         )
         .bind(rack.as_uuid())
         .bind(open_statuses())
-        .fetch_all(&mut *self.tx)
+        .fetch_all(self.conn().await?)
         .await?;
         let mut tasks = RackTasks::default();
         for (id, status, operation, components, expires, not_before) in rows {
@@ -165,7 +194,7 @@ impl TaskTx {
         .bind(state.rack.as_uuid())
         .bind(&names)
         .bind(ComponentStatus::Ready.as_str())
-        .fetch_all(&mut *self.tx)
+        .fetch_all(self.conn().await?)
         .await?;
         rows.into_iter()
             .map(|(component, status)| {
@@ -195,7 +224,7 @@ impl TaskTx {
         .bind(rack.as_uuid())
         .bind(components)
         .bind(version)
-        .execute(&mut *self.tx)
+        .execute(self.conn().await?)
         .await?;
         Ok(())
     }
@@ -254,7 +283,7 @@ impl TaskTx {
             Origin::Event(e) => Some(e.as_uuid()),
             _ => None,
         })
-        .execute(&mut *self.tx)
+        .execute(self.conn().await?)
         .await?;
         for step in &state.steps {
             sqlx::query(
@@ -276,7 +305,7 @@ impl TaskTx {
             .bind(&step.error)
             .bind(serde_json::to_value(&step.results).map_err(encode)?)
             .bind(big(step.calls))
-            .execute(&mut *self.tx)
+            .execute(self.conn().await?)
             .await?;
         }
         Ok(())
@@ -285,17 +314,61 @@ impl TaskTx {
     /// Loads a task and its steps, locking its row until the transaction
     /// ends (`None`: no such task).
     pub async fn lock(&mut self, task: TaskId) -> Result<Option<TaskState>, StoreError> {
+        if let Some(state) = self.locked.remove(&task) {
+            return Ok(Some(state));
+        }
         let row: Option<TaskRow> = sqlx::query_as(concat!(
             "SELECT ",
             task_columns!(),
             " FROM tasks WHERE id = $1 FOR UPDATE"
         ))
         .bind(task.as_uuid())
-        .fetch_optional(&mut *self.tx)
+        .fetch_optional(self.conn().await?)
         .await?;
         let Some(row) = row else { return Ok(None) };
         let steps = self.steps(task).await?;
         row.into_state(steps).map(Some)
+    }
+
+    /// Locks and loads several tasks in two statements (ids in ascending
+    /// order, the order every batch takes its locks in), for
+    /// [`TaskTx::lock`] to hand out. A task that is missing or cannot be
+    /// read is left for [`TaskTx::lock`] to report. From here on, saves are
+    /// written together before the transaction next reads or commits, so a
+    /// save's conflict may be reported by a later call.
+    pub async fn lock_all(&mut self, tasks: &[TaskId]) -> Result<(), StoreError> {
+        self.defer_writes = true;
+        let mut ids: Vec<Uuid> = tasks.iter().map(|t| t.as_uuid()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        let rows: Vec<TaskRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks WHERE id = ANY($1) ORDER BY id FOR UPDATE"
+        ))
+        .bind(&ids)
+        .fetch_all(self.conn().await?)
+        .await?;
+        let steps: Vec<OwnedStepRow> = sqlx::query_as(concat!(
+            "SELECT task_id, ",
+            step_columns!(),
+            " FROM task_steps WHERE task_id = ANY($1) ORDER BY task_id, step_index"
+        ))
+        .bind(&ids)
+        .fetch_all(self.conn().await?)
+        .await?;
+        let mut by_task: HashMap<Uuid, Vec<StepRow>> = HashMap::new();
+        for s in steps {
+            by_task.entry(s.task_id).or_default().push(s.step);
+        }
+        for row in rows {
+            let id = row.id;
+            let steps = by_task.remove(&id).unwrap_or_default();
+            if let Ok(state) = row.into_state(steps) {
+                self.locked.insert(TaskId(id), state);
+            }
+        }
+        Ok(())
     }
 
     async fn steps(&mut self, task: TaskId) -> Result<Vec<StepRow>, StoreError> {
@@ -305,7 +378,7 @@ impl TaskTx {
             " FROM task_steps WHERE task_id = $1 ORDER BY step_index"
         ))
         .bind(task.as_uuid())
-        .fetch_all(&mut *self.tx)
+        .fetch_all(self.conn().await?)
         .await?)
     }
 
@@ -314,98 +387,53 @@ impl TaskTx {
     /// (where its status is still `before`'s), each step that changed (where
     /// its status and generation are still `before`'s). The row lock taken
     /// by [`TaskTx::lock`] keeps the other columns as loaded; a row whose
-    /// status moved underneath is an error, never overwritten.
+    /// status moved underneath is an error, never overwritten. After
+    /// [`TaskTx::lock_all`] the rows are written with every other
+    /// transition's before the transaction next reads or commits (two
+    /// statements for all, `pending.rs`), so the error may come from a
+    /// later call.
     pub async fn save(&mut self, before: &TaskState, after: &TaskState) -> Result<(), StoreError> {
-        let moved = |what: String| StoreError::Conflict(format!("{what} changed underneath"));
-        if task_row_changed(before, after) {
-            let n = sqlx::query(
-                "UPDATE tasks SET status = $3, current_stage = $4, message = $5, \
-                 cancel_requested_at = CASE WHEN $6 THEN COALESCE(cancel_requested_at, now()) END, \
-                 started_at = $7, finished_at = $8, queue_expires_at = $9, readiness_until = $10, \
-                 updated_at = now() WHERE id = $1 AND status = $2",
-            )
-            .bind(after.id.as_uuid())
-            .bind(before.status.as_str())
-            .bind(after.status.as_str())
-            .bind(after.current_stage.map(int))
-            .bind(&after.message)
-            .bind(after.cancel_requested)
-            .bind(after.started_ms.map(at))
-            .bind(after.finished_ms.map(at))
-            .bind(after.queue_expires_ms.map(at))
-            .bind(after.readiness_until_ms.map(at))
-            .execute(&mut *self.tx)
-            .await?
-            .rows_affected();
-            if n != 1 {
-                return Err(moved(format!("task {}", after.id)));
-            }
+        // One statement writes a row once: a second save of a task goes
+        // after the first.
+        if self.pending.has(after.id) {
+            self.conn().await?;
         }
-        for (old, new) in before.steps.iter().zip(&after.steps) {
-            if old == new {
-                continue;
-            }
-            let results = serde_json::to_value(&new.results).map_err(|e| StoreError::Corrupt {
-                what: format!("results of step {} of task {}", new.step_index, after.id),
-                reason: e.to_string(),
-            })?;
-            let n = sqlx::query(
-                "UPDATE task_steps SET status = $5, generation = $6, deadline = $7, started_at = $8, \
-                 finished_at = $9, error = $10, results = $11, calls = $12 \
-                 WHERE task_id = $1 AND step_index = $2 AND status = $3 AND generation = $4",
-            )
-            .bind(after.id.as_uuid())
-            .bind(int(new.step_index))
-            .bind(old.status.as_str())
-            .bind(int(old.generation))
-            .bind(new.status.as_str())
-            .bind(int(new.generation))
-            .bind(new.deadline_ms.map(at))
-            .bind(new.started_ms.map(at))
-            .bind(new.finished_ms.map(at))
-            .bind(&new.error)
-            .bind(results)
-            .bind(big(new.calls))
-            .execute(&mut *self.tx)
-            .await?
-            .rows_affected();
-            if n != 1 {
-                return Err(moved(format!(
-                    "step {} of task {}",
-                    new.step_index, after.id
-                )));
-            }
+        self.pending.add(before, after)?;
+        if !self.defer_writes {
+            self.conn().await?;
         }
         Ok(())
     }
 
+    /// The connection, with every saved row written first: whatever this
+    /// transaction reads or writes next sees them.
+    async fn conn(&mut self) -> Result<&mut sqlx::PgConnection, StoreError> {
+        if !self.pending.is_empty() {
+            self.pending.write(&mut self.tx).await?;
+        }
+        Ok(&mut *self.tx)
+    }
+
     /// Writes the effects that are messages (jobs, events, cancel marks) to
-    /// the outbox, in order, in one statement; the publisher sends them
-    /// once the transaction commits. Other effects are the caller's.
+    /// the outbox, in order, at commit (one statement for the whole
+    /// transaction); the publisher sends them once it has committed. Other effects are the caller's.
     pub async fn outbox(&mut self, effects: &[Effect]) -> Result<(), StoreError> {
         let messages = effects
             .iter()
             .filter_map(OutboxMessage::of)
             .collect::<Result<Vec<_>, _>>()?;
-        outbox::insert(&mut self.tx, &messages).await
+        self.outbox.extend(messages);
+        Ok(())
     }
 
-    /// Commits.
-    pub async fn commit(self) -> Result<(), StoreError> {
+    /// Writes the saved rows and the outbox messages of the whole
+    /// transaction, then commits.
+    pub async fn commit(mut self) -> Result<(), StoreError> {
+        self.pending.write(&mut self.tx).await?;
+        outbox::insert(&mut self.tx, &self.outbox).await?;
         self.tx.commit().await?;
         Ok(())
     }
-}
-
-fn task_row_changed(before: &TaskState, after: &TaskState) -> bool {
-    before.status != after.status
-        || before.current_stage != after.current_stage
-        || before.message != after.message
-        || before.cancel_requested != after.cancel_requested
-        || before.started_ms != after.started_ms
-        || before.finished_ms != after.finished_ms
-        || before.queue_expires_ms != after.queue_expires_ms
-        || before.readiness_until_ms != after.readiness_until_ms
 }
 
 impl Store {
