@@ -21,7 +21,10 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
 pub const READINESS_POLL: Duration = Duration::from_secs(5);
 
 /// Outbox messages read and published per round.
-const OUTBOX_BATCH: i64 = 100;
+const OUTBOX_BATCH: i64 = 500;
+
+/// Where step jobs are published (`flow.jobs.<type>`).
+const JOB_SUBJECT_PREFIX: &str = "flow.jobs.";
 
 impl TaskService {
     /// Publishes the outbox: every message committed with the state that
@@ -29,10 +32,15 @@ impl TaskService {
     async fn publish_outbox(&self) -> Result<usize, SchedulerError> {
         let mut total = 0;
         loop {
-            let batch = self.store.outbox_pending(OUTBOX_BATCH).await?;
+            let mut batch = self.store.outbox_pending(OUTBOX_BATCH).await?;
             if batch.is_empty() {
                 return Ok(total);
             }
+            // Step jobs first: a worker starts on a job as soon as JetStream
+            // has stored it, and each publish is a write to disk; the events
+            // keep their order among themselves (a stable sort), and nothing
+            // reads jobs and events in one order.
+            batch.sort_by_key(|(_, m)| !m.subject.starts_with(JOB_SUBJECT_PREFIX));
             // Send the whole batch, then collect the acks: one round of
             // server syncs for the batch instead of one per message. Order
             // is kept (one connection); a failure leaves the rest pending,

@@ -29,7 +29,7 @@ pub const RESULTS_PER_BATCH: usize = 128;
 /// Batches one scheduler applies at once (each on its own connection):
 /// a batch is a run of round trips on one connection, so one applier alone
 /// leaves the database mostly idle while a stage's results queue.
-pub const APPLIERS: usize = 1;
+pub const APPLIERS: usize = 4;
 
 /// A result handed to the applier, and where its outcome goes.
 type Pending = (

@@ -54,7 +54,8 @@ impl Job<'_> {
     /// Decodes a delivered job and runs it in a span naming its task, rack,
     /// stage, step and component type.
     pub async fn handle(self, message: Message) {
-        if message.info().is_ok_and(|i| i.delivered > 1) {
+        let delivered = message.info().map_or(0, |i| i.delivered);
+        if delivered > 1 {
             self.metrics.job_redeliveries.inc();
         }
         let job: JobMessage = match flow_protocol::decode::message(&message.payload) {
@@ -70,7 +71,7 @@ impl Job<'_> {
         };
         let span = span(&job);
         async {
-            tracing::debug!("job received");
+            tracing::debug!(delivered, "job received");
             self.run(message, job).await;
         }
         .instrument(span)

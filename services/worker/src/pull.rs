@@ -69,6 +69,21 @@ pub(crate) async fn wait_for_consumer(
     }
 }
 
+/// How long a fetch given up on is still read for jobs to hand back.
+const LATE_JOBS_FOR: Duration = Duration::from_secs(10);
+
+/// Hands back every job that still arrives on a fetch given up on, until
+/// the server ends it or [`LATE_JOBS_FOR`] has passed.
+async fn hand_back_late(mut batch: consumer::pull::Batch, metrics: WorkerMetrics) {
+    let until = tokio::time::Instant::now() + LATE_JOBS_FOR;
+    while let Ok(Some(message)) = tokio::time::timeout_at(until, batch.next()).await {
+        if let Ok(message) = message {
+            tracing::debug!("a job arrived on a fetch given up on; handed back");
+            dispose(&message, Disposition::HandBack, &metrics).await;
+        }
+    }
+}
+
 /// Pulls and runs jobs until `stop`, at most `max_jobs` at once; then lets
 /// the jobs in flight reach their next checkpoint and hand back.
 ///
@@ -128,6 +143,10 @@ pub(crate) async fn run(
             };
             let Ok(next) = next else {
                 tracing::debug!("fetch not ended by the server in time; fetching again");
+                // A loaded server may still deliver to this pull request:
+                // what arrives goes back at once rather than waiting out
+                // its ack wait on a worker that no longer reads it.
+                tokio::spawn(hand_back_late(batch, shared.metrics.clone()));
                 break;
             };
             let Some(message) = next else { break };
