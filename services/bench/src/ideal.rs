@@ -34,6 +34,10 @@ pub struct Ideal {
 }
 
 /// Quantises a wait of `wait` to a poll every `poll`, the first at once.
+/// A lower bound only while the transition outlasts the calls made before
+/// the first poll: when it is shorter (the zero-latency scenarios, 0.2–2 ms
+/// transitions) a poll can find it done at once and a run can come in
+/// under this figure.
 fn polled(wait: Duration, poll: Duration) -> Duration {
     if wait.is_zero() || poll.is_zero() {
         return wait;
