@@ -6,9 +6,10 @@
 //!
 //! Every JetStream append is a write synced to disk (`sync_interval:
 //! always`, as the bench's server runs); every delivery is answered once by
-//! an ack or a nak (progress acks are not counted). Postgres's statistics
-//! are flushed by each connection at most once a second, so the last
-//! second of a run may be missing from the "after" reading.
+//! an ack or a nak (progress acks are not counted). A Postgres connection
+//! flushes its statistics at most once a second, and one gone idle within
+//! about 10 s, so the last seconds of a run may be missing from the
+//! "after" reading.
 
 use std::collections::BTreeMap;
 

@@ -23,9 +23,6 @@ pub const READINESS_POLL: Duration = Duration::from_secs(5);
 /// Outbox messages read and published per round.
 const OUTBOX_BATCH: i64 = 500;
 
-/// Where step jobs are published (`flow.jobs.<type>`).
-const JOB_SUBJECT_PREFIX: &str = "flow.jobs.";
-
 impl TaskService {
     /// Publishes the outbox: every message committed with the state that
     /// justifies it, with a `Nats-Msg-Id` so a repeat is dropped.
@@ -40,7 +37,10 @@ impl TaskService {
             // has stored it, and each publish is a write to disk; the events
             // keep their order among themselves (a stable sort), and nothing
             // reads jobs and events in one order.
-            batch.sort_by_key(|(_, m)| !m.subject.starts_with(JOB_SUBJECT_PREFIX));
+            batch.sort_by_key(|(_, m)| {
+                !m.subject
+                    .starts_with(flow_protocol::jobs::JOB_SUBJECT_PREFIX)
+            });
             // Send the whole batch, then collect the acks: one round of
             // server syncs for the batch instead of one per message. Order
             // is kept (one connection); a failure leaves the rest pending,

@@ -115,8 +115,10 @@ impl Job<'_> {
                         && !self.stopping.load(std::sync::atomic::Ordering::SeqCst);
                     // A job that leaves this worker takes everything with
                     // it; one that waits here need only keep its commands.
-                    let saved = if inline && !stored.needs_save_for_commands(&cp) {
-                        true
+                    let saved = if inline {
+                        stored
+                            .keep_commands(&self.kv, &key, &cp, self.metrics)
+                            .await
                     } else {
                         stored.save(&self.kv, &key, &cp, self.metrics).await
                     };
@@ -146,11 +148,9 @@ impl Job<'_> {
             // Commands since the last save are saved before the result
             // goes out: should this worker die before its ack, the
             // redelivery repeats reads, never a command.
-            let saved = if stored.needs_save_for_commands(&cp) {
-                stored.save(&self.kv, &key, &cp, self.metrics).await
-            } else {
-                true
-            };
+            let saved = stored
+                .keep_commands(&self.kv, &key, &cp, self.metrics)
+                .await;
             let result = result(&job, &cp, outcome, started_ms, clock.now_ms());
             self.finish(&message, &key, &cp, &result, saved, &mut stored)
                 .await;
@@ -246,13 +246,21 @@ impl Job<'_> {
 struct Stored(Option<Checkpoint>);
 
 impl Stored {
-    /// Whether `cp` made a hardware-changing call since the stored copy:
-    /// then it must be saved before anything else happens, so no
-    /// redelivery repeats the command.
-    fn needs_save_for_commands(&self, cp: &Checkpoint) -> bool {
-        self.0
+    /// Saves `cp` if it made a hardware-changing call since the stored
+    /// copy, so no redelivery repeats the command; polls since need no
+    /// save (a redelivery repeats a read). Whether the commands are kept.
+    async fn keep_commands(
+        &mut self,
+        kv: &kv::Store,
+        key: &str,
+        cp: &Checkpoint,
+        metrics: &WorkerMetrics,
+    ) -> bool {
+        let commanded = self
+            .0
             .as_ref()
-            .map_or(cp.commands > 0, |s| s.commands != cp.commands)
+            .map_or(cp.commands > 0, |s| s.commands != cp.commands);
+        !commanded || self.save(kv, key, cp, metrics).await
     }
 
     /// Saves `cp` unless the bucket holds it already; whether it is saved.

@@ -314,9 +314,12 @@ pub fn park(
     }
 }
 
+/// What every job subject begins with.
+pub const JOB_SUBJECT_PREFIX: &str = "flow.jobs.";
+
 /// The subject of a component type's jobs.
 pub fn job_subject(component_type: ComponentType) -> String {
-    format!("flow.jobs.{}", component_type.subject_token())
+    format!("{JOB_SUBJECT_PREFIX}{}", component_type.subject_token())
 }
 
 /// The subject of a task's results.

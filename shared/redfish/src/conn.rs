@@ -45,11 +45,6 @@ impl RequestCap {
         }
     }
 
-    /// The cap.
-    pub fn limit(&self) -> usize {
-        self.limit
-    }
-
     /// Requests in flight now.
     pub fn in_flight(&self) -> usize {
         self.limit - self.permits.available_permits()
