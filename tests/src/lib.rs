@@ -6,6 +6,9 @@
 //!   ports and store directory) from the binary named by the
 //!   [`NATS_SERVER_ENV`] environment variable, and stops it on drop, so tests
 //!   running in parallel never share a server.
+//! * [`NatsCluster`] joins three of them by routes into one JetStream
+//!   cluster (own store per node), so a test can kill, restart or pause
+//!   (SIGSTOP, a partition) one node at a time.
 //! * [`database_url`] returns the PostgreSQL URL named by [`DATABASE_URL_ENV`].
 //! * [`wait_until`] (and its async form [`eventually`]) is the one way to
 //!   wait for something: bounded, polling, never a bare sleep in a test.
@@ -15,6 +18,10 @@
 //!
 //! `scripts/test` provisions both services and exports both variables; run
 //! the tests through it, or export the variables it prints.
+
+mod cluster;
+
+pub use cluster::{CLUSTER_START_TIMEOUT, NatsCluster};
 
 use std::fmt;
 use std::fs::{self, File};

@@ -28,7 +28,7 @@ pub enum SchedulerError {
     },
     /// JetStream's streams, consumers or bucket could not be set up.
     #[error("JetStream set-up failed")]
-    Topology(#[source] async_nats::Error),
+    Topology(#[source] flow_jetstream::TopologyError),
     /// The `flow.api` service could not start or stop.
     #[error("the flow.api service failed")]
     Api(#[source] async_nats::Error),

@@ -20,7 +20,7 @@ pub mod transition;
 
 use std::time::Duration;
 
-use flow_jetstream::Topology;
+pub use flow_jetstream::Topology;
 use flow_store::Store;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -47,17 +47,18 @@ impl Scheduler {
         client: async_nats::Client,
         store: Store,
     ) -> Result<Scheduler, SchedulerError> {
-        Self::start_with(client, store, JOB_ACK_WAIT).await
+        Self::start_with(client, store, Topology::single(JOB_ACK_WAIT)).await
     }
 
-    /// [`Scheduler::start`] with a job ack wait of choice (fault drills use a
-    /// short one so that a killed worker's job comes back quickly).
+    /// [`Scheduler::start`] with a topology of choice: the job ack wait
+    /// (fault drills use a short one so that a killed worker's job comes
+    /// back quickly), the replicas and placement of the streams.
     pub async fn start_with(
         client: async_nats::Client,
         store: Store,
-        job_ack_wait: Duration,
+        topology: Topology,
     ) -> Result<Scheduler, SchedulerError> {
-        Self::start_inner(client, store, job_ack_wait, None).await
+        Self::start_inner(client, store, topology, None).await
     }
 
     /// [`Scheduler::start_with`], counting in `metrics` (registered by the
@@ -66,20 +67,20 @@ impl Scheduler {
     pub async fn start_with_metrics(
         client: async_nats::Client,
         store: Store,
-        job_ack_wait: Duration,
+        topology: Topology,
         metrics: metrics::SchedulerMetrics,
     ) -> Result<Scheduler, SchedulerError> {
-        Self::start_inner(client, store, job_ack_wait, Some(metrics)).await
+        Self::start_inner(client, store, topology, Some(metrics)).await
     }
 
     async fn start_inner(
         client: async_nats::Client,
         store: Store,
-        job_ack_wait: Duration,
+        topology: Topology,
         metrics: Option<metrics::SchedulerMetrics>,
     ) -> Result<Scheduler, SchedulerError> {
         let js = async_nats::jetstream::new(client.clone());
-        flow_jetstream::topology::ensure(&js, Topology { job_ack_wait })
+        flow_jetstream::topology::ensure(&js, &topology)
             .await
             .map_err(SchedulerError::Topology)?;
         let stop = CancellationToken::new();

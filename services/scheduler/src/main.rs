@@ -8,8 +8,8 @@ use clap::Parser;
 use flow_config::{Secret, Settings};
 use flow_jetstream::{InitialConnect, connect_nats};
 use flow_metrics::{MetricsListen, MetricsRegistry};
-use flow_scheduler::Scheduler;
 use flow_scheduler::metrics::SchedulerMetrics;
+use flow_scheduler::{Scheduler, Topology};
 use flow_store::Store;
 
 /// Flow scheduler: owns tasks and serves the flow.api service.
@@ -63,6 +63,7 @@ async fn main() -> anyhow::Result<()> {
         settings.database.url = Secret::new(url);
     }
     settings.validate_nats()?;
+    settings.validate_jetstream()?;
     settings.validate_database()?;
     flow_telemetry::init(&settings.log);
     let mut metrics_registry = MetricsRegistry::new();
@@ -112,7 +113,17 @@ async fn start(
     let client = connect_nats(&settings.nats, "flow-scheduler", InitialConnect::Retry)
         .await
         .context("cannot connect to NATS (FLOW_NATS_URL)")?;
-    let scheduler = Scheduler::start_with_metrics(client.clone(), store, ack_wait, metrics)
+    let topology = Topology {
+        job_ack_wait: ack_wait,
+        replicas: settings.jetstream.replicas,
+        placement_tags: settings.jetstream.placement_tags.clone(),
+    };
+    tracing::info!(
+        replicas = topology.replicas,
+        placement = ?topology.placement_tags,
+        "JetStream topology"
+    );
+    let scheduler = Scheduler::start_with_metrics(client.clone(), store, topology, metrics)
         .await
         .context("cannot start the scheduler (JetStream set-up or flow.api)")?;
     Ok((scheduler, client))

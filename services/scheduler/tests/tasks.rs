@@ -710,7 +710,7 @@ async fn a_sleep_survives_a_worker_kill_and_a_killed_call_is_repeated_once_at_mo
     env.until_first_step_runs(&task).await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     env.kill_worker().await;
-    env.start_worker();
+    env.start_worker().await;
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "completed", "{t:#}");
     assert!(
@@ -738,7 +738,7 @@ async fn a_sleep_survives_a_worker_kill_and_a_killed_call_is_repeated_once_at_mo
         .await;
     tokio::time::sleep(Duration::from_millis(800)).await;
     env.kill_worker().await;
-    env.start_worker();
+    env.start_worker().await;
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "completed", "{t:#}");
     for (name, n) in env.commands() {
@@ -989,7 +989,7 @@ async fn a_stopping_worker_hands_its_job_back_and_another_finishes_it() {
     let stopped_at = Instant::now();
     assert!(env.stop_workers().await, "the worker stops within 10 s");
     assert!(stopped_at.elapsed() < Duration::from_secs(10));
-    env.start_worker();
+    env.start_worker().await;
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "completed", "{t:#}");
     // Handed back, not stranded until the 30 s ack wait ran out.

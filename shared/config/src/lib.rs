@@ -17,8 +17,15 @@ pub use secret::Secret;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NatsSettings {
-    /// Server URL(s), comma-separated: `nats://host:4222`, `tls://host:4222`.
+    /// Server URL(s), comma-separated: `nats://host:4222`, `tls://host:4222`
+    /// (in the file also a list). With several, the client reconnects to
+    /// whichever answers and learns the cluster's other nodes from them.
+    #[serde(deserialize_with = "url_list")]
     pub url: String,
+    /// Which of several URLs to try first: `random` (the default, spreads
+    /// processes that share one list) or `listed` (in order: give each
+    /// process its own first node).
+    pub server_order: ServerOrder,
     /// User name (with `password`).
     pub user: Option<String>,
     /// Password (with `user`).
@@ -47,6 +54,7 @@ impl Default for NatsSettings {
     fn default() -> Self {
         NatsSettings {
             url: DEFAULT_NATS_URL.to_owned(),
+            server_order: ServerOrder::Random,
             user: None,
             password: None,
             token: None,
@@ -60,6 +68,55 @@ impl Default for NatsSettings {
         }
     }
 }
+
+/// The order in which a client tries several NATS URLs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerOrder {
+    /// Shuffled (each process picks its own first node).
+    Random,
+    /// As listed.
+    Listed,
+}
+
+/// A URL string, or a list of them (joined with commas).
+fn url_list<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(d)? {
+        OneOrMany::One(s) => s,
+        OneOrMany::Many(list) => list.join(","),
+    })
+}
+
+/// How Flow's streams, consumers and bucket are replicated (the scheduler
+/// creates them and checks existing ones at start-up).
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JetStreamSettings {
+    /// Replicas of every stream and bucket (1 on a single server, 3 in a
+    /// cluster; JetStream allows at most 5).
+    pub replicas: usize,
+    /// Placement tags: the servers that hold them (`server_tags` in their
+    /// configuration) must carry every one.
+    pub placement_tags: Vec<String>,
+}
+
+impl Default for JetStreamSettings {
+    fn default() -> Self {
+        JetStreamSettings {
+            replicas: 1,
+            placement_tags: Vec::new(),
+        }
+    }
+}
+
+/// Most replicas JetStream allows.
+pub const MAX_REPLICAS: usize = 5;
 
 /// Where Postgres is.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -115,6 +172,8 @@ pub enum LogFormat {
 pub struct Settings {
     /// NATS.
     pub nats: NatsSettings,
+    /// JetStream replication (the scheduler).
+    pub jetstream: JetStreamSettings,
     /// Postgres (the scheduler; the CLI and workers do not use it).
     pub database: DatabaseSettings,
     /// Logs.
@@ -203,6 +262,34 @@ impl Settings {
         let path = |k: &str| env(k).map(PathBuf::from);
         if let Some(v) = env("FLOW_NATS_URL") {
             self.nats.url = v;
+        }
+        if let Some(v) = env("FLOW_NATS_SERVER_ORDER") {
+            self.nats.server_order = match v.as_str() {
+                "random" => ServerOrder::Random,
+                "listed" => ServerOrder::Listed,
+                _ => {
+                    return Err(invalid(
+                        "FLOW_NATS_SERVER_ORDER",
+                        format!("must be random or listed, got {v:?}"),
+                    ));
+                }
+            };
+        }
+        if let Some(v) = env("FLOW_JETSTREAM_REPLICAS") {
+            self.jetstream.replicas = v.parse().map_err(|_| {
+                invalid(
+                    "FLOW_JETSTREAM_REPLICAS",
+                    format!("must be a number from 1 to {MAX_REPLICAS}, got {v:?}"),
+                )
+            })?;
+        }
+        if let Some(v) = env("FLOW_JETSTREAM_PLACEMENT_TAGS") {
+            self.jetstream.placement_tags = v
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .collect();
         }
         if let Some(v) = env("FLOW_NATS_USER") {
             self.nats.user = Some(v);
@@ -333,6 +420,32 @@ impl Settings {
         Ok(())
     }
 
+    /// Checks the JetStream settings (the scheduler, which creates the
+    /// streams).
+    pub fn validate_jetstream(&self) -> Result<(), ConfigError> {
+        let j = &self.jetstream;
+        if !(1..=MAX_REPLICAS).contains(&j.replicas) {
+            return Err(invalid(
+                "FLOW_JETSTREAM_REPLICAS",
+                format!(
+                    "must be a number from 1 to {MAX_REPLICAS}, got {} (3 in a 3-node cluster)",
+                    j.replicas
+                ),
+            ));
+        }
+        if let Some(tag) = j
+            .placement_tags
+            .iter()
+            .find(|t| t.trim().is_empty() || t.contains(char::is_whitespace))
+        {
+            return Err(invalid(
+                "FLOW_JETSTREAM_PLACEMENT_TAGS",
+                format!("{tag:?} is not a tag: tags are comma-separated words"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks the database settings (the scheduler).
     pub fn validate_database(&self) -> Result<(), ConfigError> {
         let url = self.database.url.expose();
@@ -456,6 +569,72 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "FLOW_LOG_FORMAT: must be text or json, got \"xml\""
+        );
+    }
+
+    #[test]
+    fn several_nats_urls_and_replicas() {
+        let dir = std::env::temp_dir().join(format!("flow-config-list-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("flow.yaml");
+        std::fs::write(
+            &file,
+            "nats:\n  url: [nats://a:4222, nats://b:4222]\n  server_order: listed\n\
+             jetstream:\n  replicas: 3\n  placement_tags: [site-a]\n",
+        )
+        .unwrap();
+        let s = load(&[], Some(&file)).unwrap();
+        assert_eq!(s.nats.url, "nats://a:4222,nats://b:4222");
+        assert_eq!(s.nats.server_order, ServerOrder::Listed);
+        assert_eq!(s.jetstream.replicas, 3);
+        assert_eq!(s.jetstream.placement_tags, ["site-a"]);
+        s.validate_nats().unwrap();
+        s.validate_jetstream().unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+
+        let s = load(
+            &[
+                ("FLOW_NATS_URL", "nats://a:1, nats://b:2,tls://c:3"),
+                ("FLOW_JETSTREAM_REPLICAS", "3"),
+                ("FLOW_JETSTREAM_PLACEMENT_TAGS", "rack-room-1, ssd"),
+            ],
+            None,
+        )
+        .unwrap();
+        s.validate_nats().unwrap();
+        assert_eq!(s.jetstream.placement_tags, ["rack-room-1", "ssd"]);
+        assert_eq!(s.nats.server_order, ServerOrder::Random);
+
+        let e = load(&[("FLOW_NATS_URL", "nats://a:1,,nats://b:2")], None)
+            .unwrap()
+            .validate_nats()
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("FLOW_NATS_URL: \"\" is not a NATS URL"),
+            "{e}"
+        );
+        for bad in ["0", "6"] {
+            let e = load(&[("FLOW_JETSTREAM_REPLICAS", bad)], None)
+                .unwrap()
+                .validate_jetstream()
+                .unwrap_err();
+            assert_eq!(
+                e.to_string(),
+                format!(
+                    "FLOW_JETSTREAM_REPLICAS: must be a number from 1 to 5, got {bad} (3 in a 3-node cluster)"
+                )
+            );
+        }
+        let e = load(&[("FLOW_JETSTREAM_REPLICAS", "three")], None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "FLOW_JETSTREAM_REPLICAS: must be a number from 1 to 5, got \"three\""
+        );
+        let e = load(&[("FLOW_NATS_SERVER_ORDER", "first")], None).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "FLOW_NATS_SERVER_ORDER: must be random or listed, got \"first\""
         );
     }
 

@@ -1,6 +1,7 @@
 //! Connecting to NATS with the configured authentication and TLS.
 
-use flow_config::NatsSettings;
+use async_nats::ServerAddr;
+use flow_config::{NatsSettings, ServerOrder};
 
 /// How a process treats a NATS server that is not up yet.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -18,9 +19,13 @@ pub async fn connect_nats(
     name: &str,
     initial: InitialConnect,
 ) -> Result<async_nats::Client, async_nats::ConnectError> {
+    let servers = server_addrs(&settings.url)?;
     let mut options = async_nats::ConnectOptions::new()
         .name(name)
         .connection_timeout(std::time::Duration::from_secs(5));
+    if settings.server_order == ServerOrder::Listed {
+        options = options.retain_servers_order();
+    }
     if initial == InitialConnect::Retry {
         options = options.retry_on_initial_connect();
     }
@@ -55,7 +60,21 @@ pub async fn connect_nats(
     }
     let connection = name.to_owned();
     options = options.event_callback(move |event| log_event(connection.clone(), event));
-    options.connect(settings.url.as_str()).await
+    options.connect(servers.as_slice()).await
+}
+
+/// The comma-separated URLs of `url`, each a server the client may connect
+/// (and reconnect) to.
+pub fn server_addrs(url: &str) -> Result<Vec<ServerAddr>, async_nats::ConnectError> {
+    url.split(',')
+        .map(str::trim)
+        .filter(|u| !u.is_empty())
+        .map(|u| {
+            u.parse::<ServerAddr>().map_err(|e| {
+                async_nats::ConnectError::with_source(async_nats::ConnectErrorKind::ServerParse, e)
+            })
+        })
+        .collect()
 }
 
 /// Logs what the connection reports on its own: above all the server's
@@ -83,5 +102,20 @@ async fn log_event(connection: String, event: async_nats::Event) {
         Event::Draining | Event::Closed => {
             tracing::debug!(connection, event = %event, "NATS connection")
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_url_of_a_list_is_a_server() {
+        let servers = server_addrs("nats://127.0.0.1:4222, nats://127.0.0.1:4223,tls://h:4224")
+            .expect("three servers");
+        let ports: Vec<u16> = servers.iter().map(ServerAddr::port).collect();
+        assert_eq!(ports, [4222, 4223, 4224]);
+        assert!(servers[2].tls_required());
+        assert!(server_addrs("nats://a:1,nats://[::1:2").is_err());
     }
 }

@@ -12,4 +12,4 @@ pub mod topology;
 pub use connect::{InitialConnect, connect_nats};
 pub use consume::{Source, consume};
 pub use park::{PARK_RETRY_DELAY, park};
-pub use topology::Topology;
+pub use topology::{Topology, TopologyError};

@@ -1,5 +1,9 @@
 //! Flow's streams, consumers and bucket, created idempotently at start-up
-//! (by every scheduler; the first creates, the others find them).
+//! (by every scheduler; the first creates, the others find them), each with
+//! the configured replica count and placement. An existing stream with
+//! another replica count (R1 where R3 is wanted) is reported and updated;
+//! JetStream moves its data, and a refusal (a single server cannot hold R3)
+//! is an error naming the stream.
 
 use std::time::Duration;
 
@@ -29,16 +33,89 @@ pub const EVENT_SUBJECTS: &str = "flow.events.>";
 /// The subjects of the parked stream (`flow.parked.<stream>`).
 pub const PARKED_SUBJECTS: &str = "flow.parked.>";
 
+/// The stream behind a KV bucket.
+fn bucket_stream(bucket: &str) -> String {
+    format!("KV_{bucket}")
+}
+
 /// What the topology is made of that a deployment chooses.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Topology {
     /// How long a job may go without an ack or progress before another
     /// worker gets it.
     pub job_ack_wait: Duration,
+    /// Replicas of every stream and the bucket (consumers follow their
+    /// stream).
+    pub replicas: usize,
+    /// Placement tags (empty: anywhere).
+    pub placement_tags: Vec<String>,
+}
+
+impl Topology {
+    /// One replica, anywhere: a single server.
+    pub fn single(job_ack_wait: Duration) -> Topology {
+        Topology {
+            job_ack_wait,
+            replicas: 1,
+            placement_tags: Vec::new(),
+        }
+    }
+
+    fn placement(&self) -> Option<stream::Placement> {
+        (!self.placement_tags.is_empty()).then(|| stream::Placement {
+            cluster: None,
+            tags: self.placement_tags.clone(),
+        })
+    }
+
+    fn place(&self, config: stream::Config) -> stream::Config {
+        stream::Config {
+            num_replicas: self.replicas,
+            placement: self.placement(),
+            ..config
+        }
+    }
+}
+
+/// Why the topology could not be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum TopologyError {
+    /// A stream, consumer or bucket could not be created or read.
+    #[error("cannot create or read {what}")]
+    Create {
+        /// Which (`stream FLOW_JOBS`, `consumer FLOW_JOBS/workers`).
+        what: String,
+        /// Why.
+        #[source]
+        source: async_nats::Error,
+    },
+    /// An existing stream has other replicas or placement than configured
+    /// and JetStream refused to change it.
+    #[error(
+        "stream {stream} has {have} replica(s), {want} wanted (FLOW_JETSTREAM_REPLICAS), \
+         and JetStream refused the update"
+    )]
+    Replicas {
+        /// The stream.
+        stream: String,
+        /// Its replica count.
+        have: usize,
+        /// The configured count.
+        want: usize,
+        /// JetStream's answer.
+        #[source]
+        source: async_nats::Error,
+    },
+}
+
+fn create(what: impl Into<String>) -> impl FnOnce(async_nats::Error) -> TopologyError {
+    let what = what.into();
+    move |source| TopologyError::Create { what, source }
 }
 
 /// A durable pull consumer that never gives up on a message (naks with a
 /// delay count as deliveries; deadlines, not delivery counts, end work).
+/// Its replicas follow its stream's (0).
 fn durable(name: &str, ack_wait: Duration) -> consumer::pull::Config {
     consumer::pull::Config {
         durable_name: Some(name.to_owned()),
@@ -70,28 +147,93 @@ fn limits(name: &str, subjects: &str, max_age: Duration) -> stream::Config {
     }
 }
 
-/// Creates the streams, consumers and bucket, or finds them.
-pub async fn ensure(js: &jetstream::Context, topology: Topology) -> Result<(), async_nats::Error> {
-    let tasks = js
-        .get_or_create_stream(work_queue(STREAM_TASKS, SUBJECT_SUBMIT))
-        .await?;
-    tasks
-        .get_or_create_consumer(
-            CONSUMER_SUBMIT,
-            durable(CONSUMER_SUBMIT, SCHEDULER_ACK_WAIT),
-        )
-        .await?;
-    let jobs = js
-        .get_or_create_stream(work_queue(STREAM_JOBS, JOB_SUBJECTS))
-        .await?;
-    let results = js
-        .get_or_create_stream(work_queue(STREAM_RESULTS, RESULT_SUBJECTS))
-        .await?;
-    js.get_or_create_stream(limits(STREAM_EVENTS, EVENT_SUBJECTS, EVENTS_MAX_AGE))
-        .await?;
-    js.get_or_create_stream(limits(STREAM_PARKED, PARKED_SUBJECTS, PARKED_MAX_AGE))
-        .await?;
-    jobs.get_or_create_consumer(
+/// The stream as configured: created when missing; when it exists with
+/// other replicas or placement, updated to them (with a warning).
+async fn stream(
+    js: &jetstream::Context,
+    topology: &Topology,
+    config: stream::Config,
+) -> Result<stream::Stream, TopologyError> {
+    let name = config.name.clone();
+    let want = topology.place(config);
+    let mut found = js
+        .get_or_create_stream(want.clone())
+        .await
+        .map_err(|e| create(format!("stream {name}"))(e.into()))?;
+    let info = found
+        .info()
+        .await
+        .map_err(|e| create(format!("stream {name}"))(e.into()))?;
+    let have = info.config.num_replicas;
+    let placement = info.config.placement.clone().filter(|p| !p.tags.is_empty());
+    let want_placement = topology.placement();
+    let same_placement =
+        placement.as_ref().map(|p| &p.tags) == want_placement.as_ref().map(|p| &p.tags);
+    if have.max(1) == topology.replicas && same_placement {
+        return Ok(found);
+    }
+    tracing::warn!(
+        stream = %name,
+        have,
+        want = topology.replicas,
+        placement = ?want_placement.as_ref().map(|p| &p.tags),
+        "stream's replicas or placement differ from the configuration: updating it"
+    );
+    let update = stream::Config {
+        num_replicas: topology.replicas,
+        placement: want_placement,
+        ..info.config.clone()
+    };
+    js.update_stream(update)
+        .await
+        .map_err(|e| TopologyError::Replicas {
+            stream: name.clone(),
+            have: have.max(1),
+            want: topology.replicas,
+            source: e.into(),
+        })?;
+    tracing::info!(stream = %name, replicas = topology.replicas, "stream updated");
+    Ok(found)
+}
+
+async fn durable_on(
+    stream: &stream::Stream,
+    name: &str,
+    config: consumer::pull::Config,
+) -> Result<(), TopologyError> {
+    stream
+        .get_or_create_consumer(name, config)
+        .await
+        .map(drop)
+        .map_err(|e| create(format!("consumer {name}"))(e.into()))
+}
+
+/// Creates the streams, consumers and bucket, or finds them (and brings
+/// their replicas and placement to the configured ones).
+pub async fn ensure(js: &jetstream::Context, topology: &Topology) -> Result<(), TopologyError> {
+    let tasks = stream(js, topology, work_queue(STREAM_TASKS, SUBJECT_SUBMIT)).await?;
+    durable_on(
+        &tasks,
+        CONSUMER_SUBMIT,
+        durable(CONSUMER_SUBMIT, SCHEDULER_ACK_WAIT),
+    )
+    .await?;
+    let jobs = stream(js, topology, work_queue(STREAM_JOBS, JOB_SUBJECTS)).await?;
+    let results = stream(js, topology, work_queue(STREAM_RESULTS, RESULT_SUBJECTS)).await?;
+    stream(
+        js,
+        topology,
+        limits(STREAM_EVENTS, EVENT_SUBJECTS, EVENTS_MAX_AGE),
+    )
+    .await?;
+    stream(
+        js,
+        topology,
+        limits(STREAM_PARKED, PARKED_SUBJECTS, PARKED_MAX_AGE),
+    )
+    .await?;
+    durable_on(
+        &jobs,
         CONSUMER_WORKERS,
         consumer::pull::Config {
             max_ack_pending: JOBS_MAX_ACK_PENDING,
@@ -99,29 +241,59 @@ pub async fn ensure(js: &jetstream::Context, topology: Topology) -> Result<(), a
         },
     )
     .await?;
-    results
-        .get_or_create_consumer(
-            CONSUMER_SCHEDULER,
-            durable(CONSUMER_SCHEDULER, SCHEDULER_ACK_WAIT),
-        )
-        .await?;
-    js.get_or_create_stream(work_queue(
-        flow_protocol::event::STREAM_HARDWARE,
-        flow_protocol::event::HARDWARE_SUBJECTS,
-    ))
-    .await?
-    .get_or_create_consumer(
+    durable_on(
+        &results,
+        CONSUMER_SCHEDULER,
+        durable(CONSUMER_SCHEDULER, SCHEDULER_ACK_WAIT),
+    )
+    .await?;
+    let hardware = stream(
+        js,
+        topology,
+        work_queue(
+            flow_protocol::event::STREAM_HARDWARE,
+            flow_protocol::event::HARDWARE_SUBJECTS,
+        ),
+    )
+    .await?;
+    durable_on(
+        &hardware,
         flow_protocol::event::CONSUMER_HARDWARE,
         durable(flow_protocol::event::CONSUMER_HARDWARE, SCHEDULER_ACK_WAIT),
     )
     .await?;
-    js.create_key_value(jetstream::kv::Config {
-        bucket: BUCKET_JOB_STATE.to_owned(),
-        history: 1,
-        max_age: EVENTS_MAX_AGE,
-        storage: stream::StorageType::File,
-        ..Default::default()
-    })
-    .await?;
-    Ok(())
+    bucket(js, topology).await
+}
+
+/// The job-state bucket: created as a bucket when missing; when its stream
+/// exists, checked like the others.
+async fn bucket(js: &jetstream::Context, topology: &Topology) -> Result<(), TopologyError> {
+    let name = bucket_stream(BUCKET_JOB_STATE);
+    match js.get_stream(&name).await {
+        Ok(existing) => {
+            let config = existing.cached_info().config.clone();
+            stream(js, topology, config).await.map(drop)
+        }
+        Err(e)
+            if matches!(
+                e.kind(),
+                jetstream::context::GetStreamErrorKind::JetStream(ref j)
+                    if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
+            ) =>
+        {
+            js.create_key_value(jetstream::kv::Config {
+                bucket: BUCKET_JOB_STATE.to_owned(),
+                history: 1,
+                max_age: EVENTS_MAX_AGE,
+                storage: stream::StorageType::File,
+                num_replicas: topology.replicas,
+                placement: topology.placement(),
+                ..Default::default()
+            })
+            .await
+            .map(drop)
+            .map_err(|e| create(format!("bucket {BUCKET_JOB_STATE}"))(e.into()))
+        }
+        Err(e) => Err(create(format!("bucket {BUCKET_JOB_STATE}"))(e.into())),
+    }
 }

@@ -27,9 +27,10 @@ use flow_rack_sim::{SimConfig, Simulator};
 use flow_redfish::lifecycle::LifecycleClient;
 use flow_redfish::{CredentialStore, RedfishSettings};
 use flow_scheduler::Scheduler;
+use flow_scheduler::Topology;
 use flow_scheduler::metrics::SchedulerMetrics;
 use flow_store::Store;
-use flow_tests::{NatsServer, TestDb};
+use flow_tests::{NatsCluster, NatsServer, TestDb};
 use flow_worker::WorkerConfig;
 use serde_json::{Value, json};
 use tokio::task::JoinHandle;
@@ -73,9 +74,18 @@ pub struct StackBuilder {
     scheduler: bool,
     load_rack: bool,
     metrics: Option<SchedulerMetrics>,
+    cluster: usize,
 }
 
 impl StackBuilder {
+    /// A JetStream cluster of `nodes` servers instead of one server, with
+    /// every stream and the bucket replicated on each (R`nodes`); each
+    /// scheduler and worker connects to another node first.
+    pub fn cluster(mut self, nodes: usize) -> Self {
+        self.cluster = nodes;
+        self
+    }
+
     /// The first scheduler counts in `metrics` (registered and served by
     /// the test).
     pub fn scheduler_metrics(mut self, metrics: SchedulerMetrics) -> Self {
@@ -133,17 +143,25 @@ impl StackBuilder {
 
     /// Starts it.
     pub async fn start(self) -> Stack {
-        let nats = if self.nats_config.is_empty() {
-            NatsServer::start()
+        let (nats, peers) = if self.cluster > 0 {
+            let mut nodes = NatsCluster::start(self.cluster).into_nodes();
+            let first = nodes.remove(0);
+            (first, nodes)
+        } else if self.nats_config.is_empty() {
+            (NatsServer::start(), Vec::new())
         } else {
-            NatsServer::start_with_config(&self.nats_config)
+            (NatsServer::start_with_config(&self.nats_config), Vec::new())
         };
         let db = TestDb::create().await;
         let store = Store::connect(db.url(), 5)
             .await
             .expect("connect the store");
         store.migrate().await.expect("migrate");
-        let client = async_nats::connect(nats.url())
+        let urls = std::iter::once(&nats)
+            .chain(&peers)
+            .map(NatsServer::url)
+            .collect::<Vec<_>>();
+        let client = async_nats::connect(urls.as_slice())
             .await
             .expect("connect to NATS");
         let sim = match self.sim.clone() {
@@ -161,14 +179,17 @@ impl StackBuilder {
             store,
             db,
             nats,
+            peers,
+            connections: 0,
         };
         if self.scheduler {
             match self.metrics {
                 Some(metrics) => {
+                    let client = stack.connect("flow-scheduler").await;
                     let scheduler = Scheduler::start_with_metrics(
-                        stack.client.clone(),
+                        client,
                         stack.store.clone(),
-                        stack.job_ack_wait,
+                        stack.topology(),
                         metrics,
                     )
                     .await
@@ -180,7 +201,7 @@ impl StackBuilder {
             }
         }
         for _ in 0..self.workers {
-            stack.start_worker();
+            stack.start_worker().await;
         }
         if self.scheduler
             && self.load_rack
@@ -214,8 +235,12 @@ pub struct Stack {
     pub store: Store,
     /// The database itself (dropped last but one).
     pub db: TestDb,
-    /// The server (dropped last).
+    /// The server (dropped last); in a cluster, its first node.
     pub nats: NatsServer,
+    /// The other nodes of a cluster (none: a single server).
+    pub peers: Vec<NatsServer>,
+    /// Connections made so far (each starts at the next node).
+    connections: usize,
 }
 
 impl Stack {
@@ -230,7 +255,64 @@ impl Stack {
             scheduler: true,
             load_rack: true,
             metrics: None,
+            cluster: 0,
         }
+    }
+
+    /// Node `i` of the cluster (0: [`Stack::nats`]).
+    ///
+    /// # Panics
+    ///
+    /// If there is no such node.
+    pub fn node(&mut self, i: usize) -> &mut NatsServer {
+        match i {
+            0 => &mut self.nats,
+            i => &mut self.peers[i - 1],
+        }
+    }
+
+    /// The node whose server name is `name` (a stream's leader).
+    pub fn node_named(&self, name: &str) -> Option<usize> {
+        std::iter::once(&self.nats)
+            .chain(&self.peers)
+            .position(|n| n.name() == name)
+    }
+
+    /// The server that leads `stream` now (its Raft leader; the only
+    /// server when there is one).
+    pub async fn stream_leader(&self, stream: &str) -> Option<String> {
+        let mut s = self.js.get_stream(stream).await.ok()?;
+        s.info().await.ok()?.cluster.as_ref()?.leader.clone()
+    }
+
+    /// The topology the schedulers create: R1 on a single server, R(nodes)
+    /// on a cluster.
+    pub fn topology(&self) -> Topology {
+        Topology {
+            replicas: 1 + self.peers.len(),
+            ..Topology::single(self.job_ack_wait)
+        }
+    }
+
+    /// A connection of its own for one process, as the binaries make it:
+    /// every node's URL, listed from the next node on, so processes spread
+    /// over the cluster's nodes.
+    pub async fn connect(&mut self, name: &str) -> async_nats::Client {
+        let nodes: Vec<&NatsServer> = std::iter::once(&self.nats).chain(&self.peers).collect();
+        let first = self.connections % nodes.len();
+        self.connections += 1;
+        let url = (0..nodes.len())
+            .map(|i| nodes[(first + i) % nodes.len()].url())
+            .collect::<Vec<_>>()
+            .join(",");
+        let settings = flow_config::NatsSettings {
+            url,
+            server_order: flow_config::ServerOrder::Listed,
+            ..Default::default()
+        };
+        flow_jetstream::connect_nats(&settings, name, flow_jetstream::InitialConnect::FailFast)
+            .await
+            .expect("connect to NATS")
     }
 
     /// The simulator.
@@ -244,13 +326,10 @@ impl Stack {
 
     /// Starts another scheduler on its own connection, same database.
     pub async fn start_scheduler(&mut self) {
-        let client = async_nats::connect(self.nats.url())
+        let client = self.connect("flow-scheduler").await;
+        let scheduler = Scheduler::start_with(client, self.store.clone(), self.topology())
             .await
-            .expect("connect to NATS");
-        let scheduler =
-            Scheduler::start_with(client.clone(), self.store.clone(), self.job_ack_wait)
-                .await
-                .expect("the scheduler");
+            .expect("the scheduler");
         self.schedulers.push(scheduler);
         self.wait_until_answering().await;
     }
@@ -294,11 +373,12 @@ impl Stack {
         }
     }
 
-    /// Starts another worker against the simulator.
-    pub fn start_worker(&mut self) {
+    /// Starts another worker against the simulator, on a connection of its
+    /// own.
+    pub async fn start_worker(&mut self) {
         let stop = CancellationToken::new();
         let (client, registry, config, token) = (
-            self.client.clone(),
+            self.connect("flow-worker").await,
             sim_registry(self.sim()),
             self.worker_config.clone(),
             stop.clone(),
