@@ -1,9 +1,12 @@
 //! A whole Flow installation on this machine, started from the built
-//! binaries: a private `nats-server` (JetStream, `sync_interval: always`),
-//! a fresh database (on the given Postgres, or on a private Postgres the
-//! cluster starts itself so it can be restarted), `flow-rack-sim`,
-//! `flow-scheduler` and W `flow-worker`s. Everything is a child process, so
-//! it can be measured, killed and restarted.
+//! binaries: a private `nats-server` (JetStream, `sync_interval: always`)
+//! or a JetStream cluster of N of them (routes on loopback, a store each,
+//! every stream replicated N times), a fresh database (on the given
+//! Postgres, or on a private Postgres the cluster starts itself so it can
+//! be restarted), `flow-rack-sim`, S `flow-scheduler`s and W
+//! `flow-worker`s, each process connected to another NATS node first.
+//! Everything is a child process, so it can be measured, killed, paused and
+//! restarted.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -59,6 +62,11 @@ pub struct ClusterSpec {
     /// How long a job may go without an ack before another worker gets it
     /// (`FLOW_JOB_ACK_WAIT`; unset: the scheduler's default).
     pub job_ack_wait: Option<Duration>,
+    /// NATS servers: 1, or a cluster (3) with every stream replicated on
+    /// each.
+    pub nats_nodes: usize,
+    /// Schedulers.
+    pub schedulers: usize,
 }
 
 /// A started installation.
@@ -67,18 +75,20 @@ pub struct Cluster {
     pub work: PathBuf,
     /// NATS client of the harness.
     pub nats: async_nats::Client,
-    /// `nats-server`.
-    pub nats_server: Proc,
-    /// NATS monitoring port.
-    pub nats_monitor_port: u16,
+    /// The `nats-server`s (one, or the nodes of a cluster).
+    pub nats_servers: Vec<Proc>,
+    /// Their server names (`-n`), as JetStream names a stream's leader.
+    pub nats_names: Vec<String>,
+    /// Their monitoring ports.
+    pub nats_monitor_ports: Vec<u16>,
     /// A private Postgres, when asked for.
     pub postgres: Option<Proc>,
     /// `flow-rack-sim`s, one per [`SIM_RACKS_PER_PROCESS`] racks.
     pub sims: Vec<Proc>,
     /// Their admin base URLs.
     pub sim_admins: Vec<String>,
-    /// `flow-scheduler`.
-    pub scheduler: Proc,
+    /// The `flow-scheduler`s.
+    pub schedulers: Vec<Proc>,
     /// `flow-worker`s.
     pub workers: Vec<Proc>,
     /// The racks, as the simulator describes them.
@@ -91,13 +101,13 @@ pub struct Cluster {
 /// What each process used, at the end of a run.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct ClusterUsage {
-    /// The scheduler.
+    /// The schedulers, summed.
     pub scheduler: Usage,
     /// Each worker.
     pub workers: Vec<Usage>,
     /// The simulators, summed (CPU seconds and peak RSS of every process).
     pub simulator: Usage,
-    /// nats-server.
+    /// The nats-servers, summed.
     pub nats_server: Usage,
 }
 
@@ -113,40 +123,81 @@ impl Cluster {
             .timeout(Duration::from_secs(30))
             .build()?;
 
-        // NATS: a private server that syncs every write to disk.
-        let nats_port = free_port()?;
-        let nats_monitor_port = free_port()?;
-        std::fs::write(
-            work.join("nats.conf"),
-            "jetstream {\n  sync_interval: always\n}\n",
-        )?;
-        let nats_server = Proc::spawn(Recipe {
-            name: "nats-server".into(),
-            program: tools.nats_server.clone(),
-            args: vec![
-                "-c".into(),
-                work.join("nats.conf").display().to_string(),
-                "-a".into(),
-                "127.0.0.1".into(),
-                "-p".into(),
-                nats_port.to_string(),
-                "-m".into(),
-                nats_monitor_port.to_string(),
-                "-js".into(),
-                "-sd".into(),
-                work.join("jetstream").display().to_string(),
-            ],
-            env: Vec::new(),
-            log: work.join("nats.log"),
-            run_as: None,
-        })?;
-        wait_http(
-            &http,
-            &format!("http://127.0.0.1:{nats_monitor_port}/healthz"),
-            "nats-server",
-        )
-        .await?;
-        let nats_url = format!("nats://127.0.0.1:{nats_port}");
+        // NATS: a private server, or a cluster of them, that syncs every
+        // write to disk.
+        let nodes = spec.nats_nodes.max(1);
+        let ports: Vec<(u16, u16, u16)> = (0..nodes)
+            .map(|_| Ok((free_port()?, free_port()?, free_port()?)))
+            .collect::<anyhow::Result<_>>()?;
+        let routes: Vec<String> = ports
+            .iter()
+            .map(|(_, _, route)| format!("nats-route://127.0.0.1:{route}"))
+            .collect();
+        let mut nats_servers = Vec::new();
+        let mut nats_names = Vec::new();
+        for (i, (port, monitor, route)) in ports.iter().enumerate() {
+            let name = format!("nats-{}", i + 1);
+            let store = work.join(if nodes == 1 {
+                "jetstream".to_owned()
+            } else {
+                format!("jetstream-{}", i + 1)
+            });
+            let _ = std::fs::remove_dir_all(&store);
+            let mut conf = format!(
+                "server_name: {name}\njetstream {{\n  store_dir: \"{}\"\n  sync_interval: always\n}}\n",
+                store.display()
+            );
+            if nodes > 1 {
+                conf.push_str(&format!(
+                    "cluster {{\n  name: flow-bench\n  listen: 127.0.0.1:{route}\n  routes: [{}]\n}}\n",
+                    routes.join(", ")
+                ));
+            }
+            let conf_path = work.join(format!("{name}.conf"));
+            std::fs::write(&conf_path, conf)?;
+            nats_servers.push(Proc::spawn(Recipe {
+                name: name.clone(),
+                program: tools.nats_server.clone(),
+                args: vec![
+                    "-c".into(),
+                    conf_path.display().to_string(),
+                    "-a".into(),
+                    "127.0.0.1".into(),
+                    "-p".into(),
+                    port.to_string(),
+                    "-m".into(),
+                    monitor.to_string(),
+                ],
+                env: Vec::new(),
+                log: work.join(if nodes == 1 {
+                    "nats.log".to_owned()
+                } else {
+                    format!("{name}.log")
+                }),
+                run_as: None,
+            })?);
+            nats_names.push(name);
+        }
+        let nats_monitor_ports: Vec<u16> = ports.iter().map(|p| p.1).collect();
+        for port in &nats_monitor_ports {
+            wait_http(
+                &http,
+                &format!("http://127.0.0.1:{port}/healthz"),
+                "nats-server",
+            )
+            .await?;
+        }
+        let nats_urls: Vec<String> = ports
+            .iter()
+            .map(|(port, _, _)| format!("nats://127.0.0.1:{port}"))
+            .collect();
+        // Process k connects to node k first.
+        let urls_from = |k: usize| {
+            (0..nodes)
+                .map(|i| nats_urls[(k + i) % nodes].clone())
+                .collect::<Vec<_>>()
+                .join(",")
+        };
 
         // Postgres: a fresh database.
         let (postgres, database_admin_url) = if spec.own_postgres {
@@ -249,9 +300,9 @@ impl Cluster {
         });
         let sim_admin = sim_admins[0].clone();
 
-        // The scheduler and the workers.
+        // The schedulers and the workers.
         let mut common_env = vec![
-            ("FLOW_NATS_URL".to_owned(), nats_url.clone()),
+            ("FLOW_NATS_SERVER_ORDER".to_owned(), "listed".to_owned()),
             (
                 "FLOW_LOG".to_owned(),
                 // FLOW_BENCH_LOG: e.g. `info,flow_scheduler=debug,flow_worker=debug`
@@ -265,20 +316,30 @@ impl Cluster {
                 format!("{}ms", wait.as_millis()),
             ));
         }
-        let mut sched_env = common_env.clone();
-        sched_env.push(("FLOW_DATABASE_URL".into(), database_url));
-        sched_env.push((
-            "FLOW_METRICS_LISTEN".into(),
-            format!("127.0.0.1:{}", free_port()?),
-        ));
-        let scheduler = Proc::spawn(Recipe {
-            name: "flow-scheduler".into(),
-            program: tools.bin_dir.join("flow-scheduler"),
-            args: Vec::new(),
-            env: sched_env,
-            log: work.join("scheduler.log"),
-            run_as: None,
-        })?;
+        let mut schedulers = Vec::new();
+        for n in 1..=spec.schedulers.max(1) {
+            let mut env = common_env.clone();
+            env.push(("FLOW_NATS_URL".into(), urls_from(n - 1)));
+            env.push(("FLOW_JETSTREAM_REPLICAS".into(), nodes.to_string()));
+            env.push(("FLOW_DATABASE_URL".into(), database_url.clone()));
+            env.push((
+                "FLOW_METRICS_LISTEN".into(),
+                format!("127.0.0.1:{}", free_port()?),
+            ));
+            let name = if spec.schedulers <= 1 {
+                "flow-scheduler".to_owned()
+            } else {
+                format!("flow-scheduler-{n}")
+            };
+            schedulers.push(Proc::spawn(Recipe {
+                name: name.clone(),
+                program: tools.bin_dir.join("flow-scheduler"),
+                args: Vec::new(),
+                env,
+                log: work.join(format!("{}.log", name.trim_start_matches("flow-"))),
+                run_as: None,
+            })?);
+        }
         let credentials = work.join("credentials.yaml");
         std::fs::write(
             &credentials,
@@ -290,6 +351,7 @@ impl Cluster {
         let mut workers = Vec::new();
         for n in 1..=spec.workers {
             let mut env = common_env.clone();
+            env.push(("FLOW_NATS_URL".into(), urls_from(n)));
             env.push((PASSWORD_ENV.into(), flow_rack_sim::DEFAULT_PASSWORD.into()));
             env.push((
                 "FLOW_METRICS_LISTEN".into(),
@@ -314,18 +376,20 @@ impl Cluster {
 
         let nats = async_nats::ConnectOptions::new()
             .name("flow-bench")
+            .ping_interval(flow_jetstream::connect::PING_INTERVAL)
             .retry_on_initial_connect()
-            .connect(&nats_url)
+            .connect(nats_urls.as_slice())
             .await?;
         let mut cluster = Cluster {
             work,
             nats,
-            nats_server,
-            nats_monitor_port,
+            nats_servers,
+            nats_names,
+            nats_monitor_ports,
             postgres,
             sims,
             sim_admins,
-            scheduler,
+            schedulers,
             workers,
             racks,
             database_admin_url,
@@ -356,14 +420,16 @@ impl Cluster {
             if api::task_counts(&self.nats).await.is_ok() {
                 return Ok(start.elapsed());
             }
-            if !self.scheduler.running() {
-                bail!("flow-scheduler exited:\n{}", self.scheduler.log_tail(20));
+            for s in &mut self.schedulers {
+                if !s.running() {
+                    bail!("{} exited:\n{}", s.name(), s.log_tail(20));
+                }
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         bail!(
             "flow.api did not answer within {START_TIMEOUT:?}:\n{}",
-            self.scheduler.log_tail(20)
+            self.schedulers[0].log_tail(20)
         )
     }
 
@@ -396,7 +462,7 @@ impl Cluster {
     pub async fn writes_reading(&self) -> anyhow::Result<crate::writes::Reading> {
         crate::writes::read(
             &self.http,
-            self.nats_monitor_port,
+            self.nats_monitor_ports[0],
             &with_database(&self.database_admin_url, &self.database_name),
             &self.database_name,
         )
@@ -405,30 +471,43 @@ impl Cluster {
 
     /// What every process used so far.
     pub fn usage(&self) -> ClusterUsage {
-        ClusterUsage {
-            scheduler: self.scheduler.usage(),
-            workers: self.workers.iter().map(Proc::usage).collect(),
-            simulator: self
-                .sims
+        let sum = |procs: &[Proc]| {
+            procs
                 .iter()
                 .map(Proc::usage)
                 .fold(Usage::default(), |a, b| Usage {
                     cpu_seconds: a.cpu_seconds + b.cpu_seconds,
                     peak_rss_mib: a.peak_rss_mib + b.peak_rss_mib,
-                }),
-            nats_server: self.nats_server.usage(),
+                })
+        };
+        ClusterUsage {
+            scheduler: sum(&self.schedulers),
+            workers: self.workers.iter().map(Proc::usage).collect(),
+            simulator: sum(&self.sims),
+            nats_server: sum(&self.nats_servers),
         }
     }
 
-    /// Restarts the NATS server with the same port and store (after a kill).
-    pub async fn restart_nats(&mut self) -> anyhow::Result<()> {
-        self.nats_server.restart()?;
+    /// Starts NATS node `i` again with the same ports and store (after a
+    /// kill) and waits until it is healthy (in a cluster: caught up).
+    pub async fn restart_nats(&mut self, i: usize) -> anyhow::Result<()> {
+        self.nats_servers[i].start_again()?;
         wait_http(
             &self.http,
-            &format!("http://127.0.0.1:{}/healthz", self.nats_monitor_port),
+            &format!("http://127.0.0.1:{}/healthz", self.nats_monitor_ports[i]),
             "nats-server",
         )
         .await
+    }
+
+    /// The node leading `stream` now (its Raft leader), if JetStream
+    /// names one.
+    pub async fn stream_leader(&self, stream: &str) -> Option<usize> {
+        let js = async_nats::jetstream::new(self.nats.clone());
+        let mut s = js.get_stream(stream).await.ok()?;
+        let info = s.info().await.ok()?;
+        let leader = info.cluster.as_ref()?.leader.as_ref()?;
+        self.nats_names.iter().position(|n| n == leader)
     }
 
     /// Restarts the private Postgres: an immediate (crash-like) stop, then
@@ -456,7 +535,9 @@ impl Cluster {
         for w in &mut self.workers {
             w.terminate(Duration::from_secs(10));
         }
-        self.scheduler.terminate(Duration::from_secs(10));
+        for s in &mut self.schedulers {
+            s.terminate(Duration::from_secs(10));
+        }
         for sim in &mut self.sims {
             sim.terminate(Duration::from_secs(5));
         }
@@ -471,7 +552,11 @@ impl Cluster {
         if let Some(pg) = self.postgres.as_mut() {
             pg.terminate(Duration::from_secs(10));
         }
-        self.nats_server.terminate(Duration::from_secs(5));
+        for n in &mut self.nats_servers {
+            // A paused node would ignore the TERM.
+            n.signal("CONT");
+            n.terminate(Duration::from_secs(5));
+        }
     }
 }
 

@@ -12,8 +12,23 @@
 //! immediately (SIGQUIT: no checkpoint, crash recovery at start) and
 //! started again.
 //!
+//! On a JetStream cluster (`--cluster`: 3 nodes, every stream R3, three
+//! schedulers and the workers each connected to another node first) the
+//! faults are the nodes': in the power-on phase, at 3 s the node leading
+//! `FLOW_JOBS` is killed (SIGKILL) and, once a probe has completed without
+//! it, started again; at 8 s (or when that is over) the same for the node
+//! leading `FLOW_RESULTS`; in the power-off phase, at 3 s the node leading
+//! `FLOW_TASKS` is paused (SIGSTOP, a partition: its sockets stay
+//! open and nothing answers) for [`PARTITION`], longer than JetStream's
+//! Raft election timeout, then resumed (SIGCONT). During each, the harness
+//! publishes [`SUBMISSIONS_PER_FAULT`] task requests to `flow.tasks.submit`
+//! and keeps those JetStream acknowledged; at the end each is submitted
+//! again through the API, which must answer that the request ID already
+//! made its task (no acknowledged submission lost).
+//!
 //! Time to resume = from the moment the fault is cleared (process back) to
-//! the end of a probe task: a one-step GetPowerStatus task on the power
+//! the end of a probe task (for a node's fault: from the fault itself, as
+//! the cluster is meant to go on without the node): a one-step GetPowerStatus task on the power
 //! shelves of an extra rack that the drill does not power-cycle, submitted
 //! through the API and run through the whole pipeline (Postgres, outbox,
 //! JetStream, a worker, the BMCs, the result). Submitted again every second
@@ -52,10 +67,25 @@ pub enum Fault {
     NatsRestart,
     /// Immediate stop of Postgres, start it again.
     PostgresRestart,
+    /// SIGKILL the NATS node leading `FLOW_JOBS`, start it again later.
+    JobsLeaderKill,
+    /// SIGKILL the NATS node leading `FLOW_RESULTS`, start it again later.
+    ResultsLeaderKill,
+    /// SIGSTOP the NATS node leading `FLOW_TASKS` for [`PARTITION`], then
+    /// SIGCONT.
+    NodePartition,
 }
 
+/// How long a partitioned node stays stopped: longer than JetStream's Raft
+/// election timeout (at most 9 s in nats-server), so its groups elect
+/// leaders elsewhere.
+pub const PARTITION: Duration = Duration::from_secs(15);
+
+/// Task requests published to `flow.tasks.submit` during each node fault.
+pub const SUBMISSIONS_PER_FAULT: usize = 3;
+
 impl Fault {
-    /// Every fault.
+    /// Every fault of one NATS server.
     pub const ALL: [Fault; 4] = [
         Fault::WorkerKill,
         Fault::SchedulerKill,
@@ -63,13 +93,39 @@ impl Fault {
         Fault::PostgresRestart,
     ];
 
+    /// Every fault of a cluster's nodes.
+    pub const CLUSTER: [Fault; 3] = [
+        Fault::JobsLeaderKill,
+        Fault::ResultsLeaderKill,
+        Fault::NodePartition,
+    ];
+
+    /// A fault of one node of a cluster.
+    fn is_node(self) -> bool {
+        Fault::CLUSTER.contains(&self)
+    }
+
+    /// Whether it is injected in phase `phase` (0: power on, 1: power off):
+    /// the node kills in the first, the partition in the second (a node
+    /// fault lasts until a probe completed without the node and the node
+    /// is back, 7-15 s, so three do not fit in one phase of the short
+    /// drill); every other fault in both.
+    fn in_phase(self, phase: usize) -> bool {
+        match self {
+            Fault::JobsLeaderKill | Fault::ResultsLeaderKill => phase == 0,
+            Fault::NodePartition => phase == 1,
+            _ => true,
+        }
+    }
+
     /// Offset from the start of a phase (the one-off faults).
     fn offset(self) -> Option<Duration> {
         match self {
             Fault::WorkerKill => None,
-            Fault::SchedulerKill => Some(Duration::from_secs(3)),
-            Fault::NatsRestart => Some(Duration::from_secs(8)),
+            Fault::SchedulerKill | Fault::JobsLeaderKill => Some(Duration::from_secs(3)),
+            Fault::NatsRestart | Fault::ResultsLeaderKill => Some(Duration::from_secs(8)),
             Fault::PostgresRestart => Some(Duration::from_secs(13)),
+            Fault::NodePartition => Some(Duration::from_secs(3)),
         }
     }
 }
@@ -89,6 +145,10 @@ pub struct DrillSpec {
     pub time_scale: f64,
     /// Bound on each phase.
     pub phase_limit: Duration,
+    /// NATS servers (3: a cluster, every stream R3).
+    pub nats_nodes: usize,
+    /// Schedulers.
+    pub schedulers: usize,
 }
 
 /// One injected fault.
@@ -100,6 +160,8 @@ pub struct FaultReport {
     pub phase: String,
     /// Seconds since the phase began.
     pub at_s: f64,
+    /// The NATS node it hit (node faults).
+    pub node: Option<String>,
     /// Injection → cleared (process back and healthy), ms.
     pub outage_ms: f64,
     /// Cleared → a probe task completed end to end, ms (None: none did
@@ -137,6 +199,11 @@ pub struct DrillReport {
     pub faults: Vec<FaultReport>,
     /// Workers killed.
     pub worker_kills: usize,
+    /// Task requests JetStream acknowledged during node faults, and how
+    /// many of them the API later knew (all, or a submission was lost).
+    pub submissions_acked: usize,
+    /// Of those, the ones whose task the API found again.
+    pub submissions_found: usize,
     /// What is wrong (empty: passed).
     pub problems: Vec<String>,
 }
@@ -196,6 +263,8 @@ pub async fn run(tools: &Tools, spec: &DrillSpec, work: &Path) -> anyhow::Result
         // Workers send a progress ack every third of it; short enough that
         // a killed worker's job comes back quickly.
         job_ack_wait: Some(Duration::from_secs(15)),
+        nats_nodes: spec.nats_nodes,
+        schedulers: spec.schedulers,
     };
     let mut cluster = Cluster::start(tools, &cluster_spec, work).await?;
     let result = drive(&mut cluster, spec).await;
@@ -217,11 +286,17 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
         phases: Vec::new(),
         faults: Vec::new(),
         worker_kills: 0,
+        submissions_acked: 0,
+        submissions_found: 0,
         problems: Vec::new(),
     };
+    let mut acked: Vec<TaskSubmit> = Vec::new();
     let mut next_worker = 0;
     let mut commands_before: BTreeMap<(String, String), usize> = BTreeMap::new();
-    for (operation, expected) in [("power_on", "On"), ("power_off", "Off")] {
+    for (phase, (operation, expected)) in [("power_on", "On"), ("power_off", "Off")]
+        .into_iter()
+        .enumerate()
+    {
         let code: OperationCode = operation.parse().map_err(|e| anyhow::anyhow!("{e}"))?;
         let started = Instant::now();
         let reply = api::submit(
@@ -250,7 +325,7 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
             .faults
             .iter()
             .copied()
-            .filter(|f| f.offset().is_some())
+            .filter(|f| f.offset().is_some() && f.in_phase(phase))
             .collect();
         let mut last_worker_kill = Instant::now();
         let statuses = loop {
@@ -283,21 +358,29 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
             {
                 let fault = pending.remove(i);
                 let injected = Instant::now();
-                inject(cluster, fault).await?;
-                let cleared = Instant::now();
-                let resumed = probe.run(cluster, Duration::from_secs(60)).await;
-                let first_event = events.first_after(cleared);
+                let (cleared, node, resumed) = if fault.is_node() {
+                    let hit = node_fault(cluster, &probe, fault, &mut acked).await?;
+                    (hit.cleared, Some(hit.node), hit.resumed)
+                } else {
+                    inject(cluster, fault).await?;
+                    let cleared = Instant::now();
+                    let resumed = probe.run(cluster, Duration::from_secs(60)).await;
+                    (cleared, None, resumed)
+                };
+                let measured_from = if fault.is_node() { injected } else { cleared };
+                let first_event = events.first_after(measured_from);
                 report.faults.push(FaultReport {
                     fault,
                     phase: operation.into(),
                     at_s: (injected - started).as_secs_f64(),
+                    node,
                     outage_ms: ms(cleared - injected),
-                    resumed_after_ms: resumed.map(|t| ms(t - cleared)),
-                    first_event_after_ms: first_event.map(|t| ms(t - cleared)),
+                    resumed_after_ms: resumed.map(|t| ms(t.saturating_duration_since(measured_from))),
+                    first_event_after_ms: first_event.map(|t| ms(t - measured_from)),
                 });
                 if resumed.is_none() {
                     report.problems.push(format!(
-                        "{operation}: no probe task completed within 60 s after {fault:?} was cleared"
+                        "{operation}: no probe task completed within 60 s of {fault:?}"
                     ));
                 }
             }
@@ -363,7 +446,81 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
             commands_per_component: per_component,
         });
     }
+    check_submissions(cluster, &acked, &mut report).await;
     Ok(report)
+}
+
+/// Every task request JetStream acknowledged is known to the API: the same
+/// request submitted again is answered as a duplicate of its task.
+async fn check_submissions(cluster: &Cluster, acked: &[TaskSubmit], report: &mut DrillReport) {
+    report.submissions_acked = acked.len();
+    for request in acked {
+        let again = api::submit(&cluster.nats, request).await;
+        let found = again.as_ref().ok().and_then(|r| r.results.first()).map(|o| &o.submission);
+        match found {
+            Some(flow_protocol::api::Submission::Duplicate(_)) => report.submissions_found += 1,
+            other => report.problems.push(format!(
+                "submission {} was acknowledged by JetStream but the API did not know it: {:?}",
+                request.request_id,
+                other.map_or_else(|| format!("{again:?}"), |s| format!("{s:?}"))
+            )),
+        }
+    }
+}
+
+/// What a node fault did.
+struct NodeHit {
+    /// The node's server name.
+    node: String,
+    /// When it was back (restarted or resumed) and healthy.
+    cleared: Instant,
+    /// When a probe task completed after the fault (None: none in 60 s).
+    resumed: Option<Instant>,
+}
+
+/// Kills (or pauses) the node leading the fault's stream, publishes task
+/// requests to JetStream while it is gone, waits for a probe task to
+/// complete without it, then brings it back.
+async fn node_fault(
+    cluster: &mut Cluster,
+    probe: &Probe,
+    fault: Fault,
+    acked: &mut Vec<TaskSubmit>,
+) -> anyhow::Result<NodeHit> {
+    use flow_protocol::jobs::{STREAM_JOBS, STREAM_RESULTS, STREAM_TASKS};
+    let stream = match fault {
+        Fault::JobsLeaderKill => STREAM_JOBS,
+        Fault::ResultsLeaderKill => STREAM_RESULTS,
+        _ => STREAM_TASKS,
+    };
+    let Some(i) = cluster.stream_leader(stream).await else {
+        bail!("{fault:?}: JetStream names no leader of {stream} (not a cluster?)");
+    };
+    let node = cluster.nats_names[i].clone();
+    tracing::info!(?fault, node, stream, "fault: injecting");
+    let hit = Instant::now();
+    if fault == Fault::NodePartition {
+        cluster.nats_servers[i].signal("STOP");
+    } else {
+        cluster.nats_servers[i].kill9();
+    }
+    for _ in 0..SUBMISSIONS_PER_FAULT {
+        if let Some(request) = probe.submit_to_jetstream(cluster).await {
+            acked.push(request);
+        }
+    }
+    let resumed = probe.run(cluster, Duration::from_secs(60)).await;
+    if fault == Fault::NodePartition {
+        tokio::time::sleep(PARTITION.saturating_sub(hit.elapsed())).await;
+        cluster.nats_servers[i].signal("CONT");
+    }
+    cluster.restart_nats(i).await?;
+    tracing::info!(?fault, node, "fault: cleared");
+    Ok(NodeHit {
+        node,
+        cleared: Instant::now(),
+        resumed,
+    })
 }
 
 fn ms(d: Duration) -> f64 {
@@ -394,17 +551,21 @@ async fn finished(
 async fn inject(cluster: &mut Cluster, fault: Fault) -> anyhow::Result<()> {
     tracing::info!(?fault, "fault: injecting");
     match fault {
-        Fault::WorkerKill => {}
+        // Node faults are node_fault's.
+        Fault::WorkerKill
+        | Fault::JobsLeaderKill
+        | Fault::ResultsLeaderKill
+        | Fault::NodePartition => {}
         Fault::SchedulerKill => {
-            cluster.scheduler.kill9();
+            cluster.schedulers[0].kill9();
             tokio::time::sleep(Duration::from_secs(1)).await;
-            cluster.scheduler.start_again()?;
+            cluster.schedulers[0].start_again()?;
             cluster.wait_api().await?;
         }
         Fault::NatsRestart => {
-            cluster.nats_server.kill9();
+            cluster.nats_servers[0].kill9();
             tokio::time::sleep(Duration::from_secs(1)).await;
-            cluster.restart_nats().await?;
+            cluster.restart_nats(0).await?;
         }
         Fault::PostgresRestart => {
             cluster.restart_postgres().await?;
@@ -458,8 +619,34 @@ impl Probe {
         None
     }
 
-    async fn once(&self, cluster: &Cluster, limit: Duration) -> bool {
-        let submit = TaskSubmit {
+    /// A probe task request, published to `flow.tasks.submit` and kept
+    /// only once JetStream acknowledged it (tried for at most 10 s).
+    async fn submit_to_jetstream(&self, cluster: &Cluster) -> Option<TaskSubmit> {
+        let request = self.request();
+        let body = serde_json::to_vec(&request).ok()?;
+        let js = async_nats::jetstream::new(cluster.nats.clone());
+        let start = Instant::now();
+        while start.elapsed() < Duration::from_secs(10) {
+            let sent = js
+                .send_publish(
+                    flow_protocol::jobs::SUBJECT_SUBMIT,
+                    async_nats::jetstream::message::PublishMessage::build()
+                        .payload(body.clone().into())
+                        .message_id(request.request_id.clone()),
+                )
+                .await;
+            if let Ok(ack) = sent
+                && ack.await.is_ok()
+            {
+                return Some(request);
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        None
+    }
+
+    fn request(&self) -> TaskSubmit {
+        TaskSubmit {
             component_types: vec![flow_rules::ComponentType::PowerShelf],
             rule_id: Some(self.rule),
             // A probe still running from an earlier try: wait behind it.
@@ -471,7 +658,11 @@ impl Probe {
                 OperationCode::Power(flow_rules::PowerOperation::PowerOn),
                 vec![RackRef(self.rack.clone())],
             )
-        };
+        }
+    }
+
+    async fn once(&self, cluster: &Cluster, limit: Duration) -> bool {
+        let submit = self.request();
         let Ok(reply) = api::submit(&cluster.nats, &submit).await else {
             return false;
         };

@@ -121,6 +121,11 @@ enum Command {
         /// The short drill for `scripts/test`: 3 racks, 2 workers.
         #[arg(long)]
         short: bool,
+        /// On a 3-node JetStream cluster (every stream R3) with 3
+        /// schedulers; the faults are the nodes' (leader kills, a
+        /// partition).
+        #[arg(long)]
+        cluster: bool,
     },
 }
 
@@ -308,15 +313,18 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
             faults,
             worker_kill_every,
             short,
+            cluster,
         } => {
             let spec = DrillSpec {
                 racks: if short { 3 } else { racks },
                 workers: if short { 2 } else { workers },
-                faults: if faults.is_empty() {
-                    Fault::ALL.to_vec()
-                } else {
-                    faults
+                faults: match (faults.is_empty(), cluster) {
+                    (false, _) => faults,
+                    (true, false) => Fault::ALL.to_vec(),
+                    (true, true) => Fault::CLUSTER.to_vec(),
                 },
+                nats_nodes: if cluster { 3 } else { 1 },
+                schedulers: if cluster { 3 } else { 1 },
                 worker_kill_every: Duration::from_secs_f64(worker_kill_every.max(0.5)),
                 time_scale: 0.05,
                 phase_limit: Duration::from_secs(if short { 240 } else { 600 }),

@@ -125,6 +125,16 @@ impl Proc {
         }
     }
 
+    /// Sends `signal` (`STOP`, `CONT`) and returns at once.
+    pub fn signal(&self, signal: &str) {
+        if let Some(pid) = self.pid() {
+            let _ = Command::new("kill")
+                .arg(format!("-{signal}"))
+                .arg(pid.to_string())
+                .status();
+        }
+    }
+
     /// SIGTERM, waits up to `grace`, then SIGKILL.
     pub fn terminate(&mut self, grace: Duration) {
         self.signal_and_wait("TERM", grace);

@@ -169,6 +169,8 @@ pub async fn run(tools: &Tools, spec: &RolloutSpec, work: &Path) -> anyhow::Resu
             bmc_base_port: 0,
             own_postgres: false,
             job_ack_wait: None,
+            nats_nodes: 1,
+            schedulers: 1,
         },
         work,
     )

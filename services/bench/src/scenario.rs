@@ -230,6 +230,8 @@ pub async fn run(tools: &Tools, s: &Scenario, work: &Path) -> anyhow::Result<Rep
         bmc_base_port: 0,
         own_postgres: false,
         job_ack_wait: None,
+        nats_nodes: 1,
+        schedulers: 1,
     };
     tracing::info!(scenario = %s.name, racks = s.racks, workers = s.workers, "starting the cluster");
     let cluster = Cluster::start(tools, &spec, work).await?;

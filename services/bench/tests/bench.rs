@@ -95,3 +95,46 @@ fn the_short_drill_survives_every_fault() {
     }
     let _ = std::fs::remove_file(json);
 }
+
+#[test]
+fn the_short_cluster_drill_survives_node_kills_and_a_partition() {
+    let json = temp_json("flow-bench-drill-cluster");
+    let (ok, output) = bench(&["drill", "--short", "--cluster"], &json);
+    assert!(ok, "flow-bench drill --short --cluster failed:\n{output}");
+    let r = report(&json);
+    assert_eq!(r["problems"].as_array().unwrap().len(), 0, "{r:#}");
+    assert_eq!(r["spec"]["nats_nodes"], 3, "{r:#}");
+    assert_eq!(r["spec"]["schedulers"], 3, "{r:#}");
+    let faults: Vec<&str> = r["faults"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            assert!(f["resumed_after_ms"].is_number(), "{f:#}");
+            assert!(f["node"].is_string(), "{f:#}");
+            f["fault"].as_str().unwrap()
+        })
+        .collect();
+    assert_eq!(
+        faults,
+        ["jobs-leader-kill", "results-leader-kill", "node-partition"],
+        "{r:#}"
+    );
+    // Task requests JetStream acknowledged during the faults were all
+    // found again.
+    let acked = r["submissions_acked"].as_u64().unwrap();
+    assert!(acked >= 3, "{r:#}");
+    assert_eq!(r["submissions_found"].as_u64().unwrap(), acked, "{r:#}");
+    for phase in r["phases"].as_array().unwrap() {
+        assert_eq!(phase["statuses"]["completed"], 3, "{phase:#}");
+        assert_eq!(phase["wrong_state"].as_array().unwrap().len(), 0);
+        let total: u64 = phase["commands_per_component"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(total, 3 * 35, "every component counted: {phase:#}");
+    }
+    let _ = std::fs::remove_file(json);
+}
