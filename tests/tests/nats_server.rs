@@ -114,3 +114,52 @@ fn dropping_the_server_stops_it_and_removes_its_files() {
         "something still accepts connections on {addr} after drop"
     );
 }
+
+#[test]
+fn a_cluster_joins_three_nodes_each_with_its_own_store_and_sync_always() {
+    let mut cluster = flow_tests::NatsCluster::start(3);
+    let names: Vec<String> = cluster
+        .nodes()
+        .iter()
+        .map(|n| n.name().to_owned())
+        .collect();
+    for node in cluster.nodes() {
+        let v = varz(node);
+        assert_eq!(v["jetstream"]["config"]["sync_always"], true, "{v}");
+        let store = v["jetstream"]["config"]["store_dir"].as_str().unwrap();
+        assert!(
+            std::path::Path::new(store).starts_with(node.store_dir()),
+            "{store} is not {}'s own",
+            node.name()
+        );
+        let routez: Value = serde_json::from_str(&node.monitor_get("/routez")).unwrap();
+        let mut peers: Vec<&str> = routez["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["remote_name"].as_str().unwrap())
+            .collect();
+        peers.sort_unstable();
+        peers.dedup();
+        let others: Vec<&str> = names
+            .iter()
+            .map(String::as_str)
+            .filter(|n| *n != node.name())
+            .collect();
+        assert_eq!(peers, others, "{} routes to the other two", node.name());
+    }
+    let urls = cluster.urls_from(1);
+    assert!(urls.starts_with(&cluster.nodes()[1].url()), "{urls}");
+    assert_eq!(urls.split(',').count(), 3, "{urls}");
+    // A paused node stops answering; resumed, it answers again.
+    cluster.node(2).pause();
+    assert!(!cluster.nodes()[2].healthy(), "a paused node answered");
+    cluster.node(2).resume();
+    flow_tests::wait_until(
+        std::time::Duration::from_secs(10),
+        std::time::Duration::from_millis(50),
+        || cluster.nodes()[2].healthy(),
+    )
+    .expect("the resumed node answers");
+    assert_eq!(cluster.index_of(&names[1]), Some(1));
+}

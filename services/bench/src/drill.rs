@@ -375,7 +375,8 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
                     at_s: (injected - started).as_secs_f64(),
                     node,
                     outage_ms: ms(cleared - injected),
-                    resumed_after_ms: resumed.map(|t| ms(t.saturating_duration_since(measured_from))),
+                    resumed_after_ms: resumed
+                        .map(|t| ms(t.saturating_duration_since(measured_from))),
                     first_event_after_ms: first_event.map(|t| ms(t - measured_from)),
                 });
                 if resumed.is_none() {
@@ -456,7 +457,11 @@ async fn check_submissions(cluster: &Cluster, acked: &[TaskSubmit], report: &mut
     report.submissions_acked = acked.len();
     for request in acked {
         let again = api::submit(&cluster.nats, request).await;
-        let found = again.as_ref().ok().and_then(|r| r.results.first()).map(|o| &o.submission);
+        let found = again
+            .as_ref()
+            .ok()
+            .and_then(|r| r.results.first())
+            .map(|o| &o.submission);
         match found {
             Some(flow_protocol::api::Submission::Duplicate(_)) => report.submissions_found += 1,
             other => report.problems.push(format!(
