@@ -6,6 +6,7 @@
 
 mod error;
 pub mod events;
+pub mod hosts;
 mod racks;
 mod resolve;
 mod rows;
@@ -21,6 +22,7 @@ use sqlx::PgPool;
 use sqlx::postgres::PgPoolOptions;
 
 pub use error::StoreError;
+use hosts::{HostList, TargetSession};
 pub use resolve::Resolution;
 
 /// The migrations, embedded at build time.
@@ -32,14 +34,77 @@ pub struct Store {
     pool: PgPool,
 }
 
+/// How often a store on several hosts checks its current one.
+pub const HOST_WATCH: Duration = Duration::from_secs(1);
+/// The longest a connection lives when the URL names several hosts, so
+/// that after a switch none stays on the old host for long.
+pub const HOST_SWITCH_LIFETIME: Duration = Duration::from_secs(60);
+
+/// While the pool is open: every [`HOST_WATCH`], a connection from the pool
+/// must answer and suit the target; when none does, the hosts are tried in
+/// order and new connections go to the first suitable one.
+async fn watch_hosts(pool: PgPool, list: HostList, mut current: String) {
+    let mut tick = tokio::time::interval(HOST_WATCH);
+    loop {
+        tick.tick().await;
+        if pool.is_closed() {
+            return;
+        }
+        let healthy = match tokio::time::timeout(hosts::PROBE_TIMEOUT, pool.acquire()).await {
+            Ok(Ok(mut conn)) => hosts::suits(&mut conn, list.target).await.is_ok(),
+            _ => false,
+        };
+        if healthy {
+            continue;
+        }
+        match list.first_suitable().await {
+            Ok(host) if host.addr != current => {
+                tracing::warn!(from = %current, to = %host.addr, "database host changed: new connections go to it");
+                pool.set_connect_options(host.options.clone());
+                current = host.addr.clone();
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "no database host suits now; trying again"),
+        }
+    }
+}
+
 impl Store {
-    /// Connects with at most `max_connections` connections.
+    /// Connects with at most `max_connections` connections. `url` may
+    /// name several hosts and `target_session_attrs=read-write`
+    /// ([`hosts`]): the pool then connects to the first suitable host, and
+    /// a watch moves it to another when that one fails or turns read-only.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Store, StoreError> {
-        let pool = PgPoolOptions::new()
+        let list = HostList::parse(url)?;
+        let target = list.target;
+        let several = list.hosts.len() > 1;
+        let host = if several || target == TargetSession::ReadWrite {
+            list.first_suitable().await?.clone()
+        } else {
+            list.hosts[0].clone()
+        };
+        let mut options = PgPoolOptions::new()
             .max_connections(max_connections)
-            .acquire_timeout(Duration::from_secs(10))
-            .connect(url)
-            .await?;
+            .acquire_timeout(Duration::from_secs(10));
+        if target == TargetSession::ReadWrite {
+            // A host that became a standby gets no new connection.
+            options = options.after_connect(move |conn, _| {
+                Box::pin(async move {
+                    hosts::suits(conn, target)
+                        .await
+                        .map_err(|why| sqlx::Error::Configuration(why.into()))
+                })
+            });
+        }
+        if several {
+            // After a switch, connections to the old host end within this.
+            options = options.max_lifetime(HOST_SWITCH_LIFETIME);
+        }
+        let pool = options.connect_with(host.options.clone()).await?;
+        tracing::info!(host = %host.addr, hosts = list.hosts.len(), "connected to the database");
+        if several {
+            tokio::spawn(watch_hosts(pool.clone(), list, host.addr));
+        }
         Ok(Store { pool })
     }
 
