@@ -1,7 +1,9 @@
 //! [`NatsCluster`]: three (or more) private `nats-server`s joined by routes
 //! into one JetStream cluster on loopback ports, each with its own store
 //! (`sync_interval: always`), so a test can kill, restart, pause and resume
-//! single nodes.
+//! single nodes. Routes ping every 2 s and give a peer up after 3 unanswered
+//! pings, so a paused node's interest is dropped within ~8 s, not after the
+//! server's default of minutes.
 
 use std::fs;
 use std::path::Path;
@@ -70,6 +72,7 @@ impl NatsCluster {
             let config = format!(
                 "jetstream {{\n  store_dir: \"{store}\"\n  sync_interval: always\n}}\n\
                  cluster {{\n  name: \"{cluster_name}\"\n  listen: 127.0.0.1:{route}\n  \
+                 ping_interval: \"2s\"\n  ping_max: 3\n  \
                  routes: [\n    {routes}\n  ]\n}}\n",
                 store = dir.join("store").display(),
                 route = ports[3 * i + 2],

@@ -11,8 +11,9 @@ use flow_protocol::subjects::api_subject;
 use flow_protocol::task::{TaskCounts, TaskRecord, TaskSummary};
 use serde_json::{Value, json};
 
-/// How long one API call may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long one API call may take (a request routed into a node that
+/// stopped answering is lost; the caller tries again after this).
+const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Calls endpoint `E`; the reply's `result` or an error naming the
 /// endpoint.

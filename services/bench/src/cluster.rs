@@ -149,7 +149,8 @@ impl Cluster {
             );
             if nodes > 1 {
                 conf.push_str(&format!(
-                    "cluster {{\n  name: flow-bench\n  listen: 127.0.0.1:{route}\n  routes: [{}]\n}}\n",
+                    "cluster {{\n  name: flow-bench\n  listen: 127.0.0.1:{route}\n  \
+                     ping_interval: \"2s\"\n  ping_max: 3\n  routes: [{}]\n}}\n",
                     routes.join(", ")
                 ));
             }

@@ -509,12 +509,18 @@ async fn node_fault(
     } else {
         cluster.nats_servers[i].kill9();
     }
-    for _ in 0..SUBMISSIONS_PER_FAULT {
-        if let Some(request) = probe.submit_to_jetstream(cluster).await {
-            acked.push(request);
+    // Task requests to JetStream and the probe, side by side.
+    let submissions = async {
+        let mut sent = Vec::new();
+        for _ in 0..SUBMISSIONS_PER_FAULT {
+            if let Some(request) = probe.submit_to_jetstream(cluster).await {
+                sent.push(request);
+            }
         }
-    }
-    let resumed = probe.run(cluster, Duration::from_secs(60)).await;
+        sent
+    };
+    let (sent, resumed) = tokio::join!(submissions, probe.run(cluster, Duration::from_secs(60)));
+    acked.extend(sent);
     if fault == Fault::NodePartition {
         tokio::time::sleep(PARTITION.saturating_sub(hit.elapsed())).await;
         cluster.nats_servers[i].signal("CONT");

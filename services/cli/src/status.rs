@@ -17,8 +17,9 @@ fn str_of(v: &Value) -> String {
     }
 }
 
-/// `flow status`: stream depths, consumer lag and redeliveries, pull
-/// requests waiting (idle workers), and tasks by status.
+/// `flow status`: stream depths, replicas (how many have caught up) and
+/// leaders, consumer lag and redeliveries, pull requests waiting (idle
+/// workers), and tasks by status.
 pub async fn status(settings: &Settings, out: Output) -> Outcome {
     use flow_protocol::jobs::{
         CONSUMER_SCHEDULER, CONSUMER_SUBMIT, CONSUMER_WORKERS, STREAM_EVENTS, STREAM_JOBS,
@@ -41,6 +42,14 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
                     if let Ok(info) = stream.info().await {
                         entry["messages"] = json!(info.state.messages);
                         entry["bytes"] = json!(info.state.bytes);
+                        entry["replicas"] = json!(info.config.num_replicas.max(1));
+                        if let Some(cluster) = &info.cluster {
+                            entry["leader"] = json!(cluster.leader);
+                            // The leader and every follower that has caught up.
+                            let current = usize::from(cluster.leader.is_some())
+                                + cluster.replicas.iter().filter(|r| r.current).count();
+                            entry["current_replicas"] = json!(current);
+                        }
                     }
                     if let Some(c) = consumer
                         && let Ok(mut consumer) = stream
@@ -79,6 +88,8 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
             let mut t = crate::remote::table(&[
                 "STREAM",
                 "MESSAGES",
+                "REPLICAS",
+                "LEADER",
                 "CONSUMER",
                 "PENDING",
                 "IN FLIGHT",
@@ -90,9 +101,15 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
                     t.add_row(vec![str_of(&s["stream"]), "missing".to_owned()]);
                     continue;
                 }
+                let replicas = match s["current_replicas"].as_u64() {
+                    Some(current) => format!("{} ({current} current)", str_of(&s["replicas"])),
+                    None => str_of(&s["replicas"]),
+                };
                 t.add_row(vec![
                     str_of(&s["stream"]),
                     str_of(&s["messages"]),
+                    replicas,
+                    str_of(&s["leader"]),
                     str_of(&s["consumer"]),
                     str_of(&s["pending"]),
                     str_of(&s["in_flight"]),

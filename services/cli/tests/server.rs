@@ -851,3 +851,40 @@ async fn event_rules_are_created_bound_enabled_and_events_shown() {
     );
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_cluster_the_cli_takes_every_node_and_shows_replicas_and_leaders() {
+    let mut stack = Stack::builder().cluster(3).start().await;
+    let urls = [stack.nats.url(), stack.peers[0].url(), stack.peers[1].url()].join(",");
+    let status = |urls: String| async move {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_flow"))
+            .args(["--json", "status"])
+            .env("FLOW_NATS_URL", urls)
+            .env("FLOW_NATS_SERVER_ORDER", "listed")
+            .env_remove("FLOW_CONFIG")
+            .output()
+            .await
+            .expect("run flow");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        serde_json::from_slice::<Value>(&out.stdout).unwrap()
+    };
+    let v = status(urls.clone()).await;
+    let names: Vec<String> = std::iter::once(&stack.nats)
+        .chain(&stack.peers)
+        .map(|n| n.name().to_owned())
+        .collect();
+    for s in v["streams"].as_array().unwrap() {
+        assert_eq!(s["replicas"], 3, "{s}");
+        assert_eq!(s["current_replicas"], 3, "{s}");
+        assert!(
+            names.iter().any(|n| s["leader"] == n.as_str()),
+            "the leader is a node of ours: {s}"
+        );
+    }
+    // The first node listed is gone: the CLI connects to the next.
+    tokio::task::block_in_place(|| stack.nats.kill());
+    let v = status(urls).await;
+    assert_eq!(v["streams"][0]["stream"], "FLOW_TASKS", "{v}");
+    assert_eq!(v["tasks"], serde_json::json!({}), "the API answered: {v}");
+    stack.stop().await;
+}
