@@ -50,6 +50,41 @@ async fn replicas(js: &jetstream::Context, stream: &str) -> usize {
         .map_or(0, |c| usize::from(c.leader.is_some()) + c.replicas.len())
 }
 
+/// Waits (bounded) until `done` holds for the task. A request in flight
+/// when a node dies is lost, and one made while every scheduler is
+/// reconnecting finds no responder: each such try counts as "not yet", as
+/// an operator would try again.
+async fn until(
+    stack: &Stack,
+    task: &str,
+    what: &str,
+    timeout: Duration,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let body = serde_json::to_vec(&json!({ "id": task })).unwrap();
+    let last = std::sync::Mutex::new(String::new());
+    flow_tests::eventually(timeout, POLL, || async {
+        let request = async_nats::Request::new()
+            .payload(body.clone().into())
+            .timeout(Some(Duration::from_secs(2)));
+        let reply = stack
+            .client
+            .send_request(flow_protocol::subjects::api_subject("task.get"), request)
+            .await;
+        let task = match reply {
+            Ok(m) => flow_protocol::api::decode_reply::<Value>(&m.payload).ok(),
+            Err(e) => {
+                *last.lock().unwrap() = e.to_string();
+                None
+            }
+        }?;
+        *last.lock().unwrap() = task.to_string();
+        done(&task).then_some(task)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{what}: {e}; last: {}", last.lock().unwrap()))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn tasks_complete_while_the_node_leading_the_jobs_is_killed() {
     let mut stack = Stack::builder()
@@ -138,15 +173,19 @@ async fn tasks_complete_while_the_node_leading_the_jobs_is_killed() {
         let node = stack
             .node_named(&leader)
             .expect("the leader is one of ours");
+        eprintln!(
+            "{:?}: killing {leader} (leads {stream})",
+            std::time::SystemTime::now()
+        );
         tokio::task::block_in_place(|| stack.node(node).kill());
-        let t = stack
-            .until_task(
-                &task,
-                "the task never finished",
-                Duration::from_secs(90),
-                |t| !["pending", "queued", "running"].contains(&t["status"].as_str().unwrap_or("")),
-            )
-            .await;
+        let t = until(
+            &stack,
+            &task,
+            "the task never finished",
+            Duration::from_secs(90),
+            |t| !["pending", "queued", "running"].contains(&t["status"].as_str().unwrap_or("")),
+        )
+        .await;
         assert_eq!(
             t["status"], "completed",
             "{code} after {stream}'s leader was killed: {t:#}"
@@ -171,7 +210,9 @@ async fn tasks_complete_while_the_node_leading_the_jobs_is_killed() {
         before = now;
         // The node comes back and catches up; the stream has three
         // replicas again.
+        eprintln!("{:?}: restarting {leader}", std::time::SystemTime::now());
         tokio::task::block_in_place(|| stack.node(node).start_again());
+        eprintln!("{:?}: restarted {leader}", std::time::SystemTime::now());
         let js = stack.js.clone();
         flow_tests::eventually(Duration::from_secs(30), POLL, || {
             let js = js.clone();
@@ -233,18 +274,28 @@ async fn a_stream_of_one_replica_is_raised_to_three_at_start_up() {
     stack.stop().await;
 }
 
+/// Starts a scheduler with `topology`; its error if it does not start.
+async fn start(
+    stack: &Stack,
+    topology: flow_scheduler::Topology,
+) -> Result<(), flow_scheduler::SchedulerError> {
+    let scheduler =
+        flow_scheduler::Scheduler::start_with(stack.client.clone(), stack.store.clone(), topology)
+            .await?;
+    scheduler.stop().await
+}
+
 #[tokio::test]
 async fn three_replicas_on_a_single_server_is_refused_naming_the_stream() {
-    let stack = Stack::builder().without_scheduler().start().await;
-    let topology = flow_scheduler::Topology {
+    let mut stack = Stack::builder().without_scheduler().start().await;
+    let r3 = flow_scheduler::Topology {
         replicas: 3,
         ..stack.topology()
     };
-    let err =
-        flow_scheduler::Scheduler::start_with(stack.client.clone(), stack.store.clone(), topology)
-            .await
-            .err()
-            .expect("R3 on one server cannot be");
+    // Nothing yet: the first stream cannot be created.
+    let err = start(&stack, r3.clone())
+        .await
+        .expect_err("R3 on one server cannot be");
     let chain = flow_telemetry::ErrorChain(&err).to_string();
     assert!(
         chain.contains("cannot create or read stream FLOW_TASKS"),
@@ -254,4 +305,17 @@ async fn three_replicas_on_a_single_server_is_refused_naming_the_stream() {
         chain.contains("replicas > 1 not supported in non-clustered mode"),
         "{chain}"
     );
+    // Streams made with R1: the update to R3 is refused, naming both counts.
+    stack.start_scheduler().await;
+    let err = start(&stack, r3)
+        .await
+        .expect_err("no update to R3 on one server");
+    let chain = flow_telemetry::ErrorChain(&err).to_string();
+    assert!(
+        chain.contains(
+            "stream FLOW_TASKS has 1 replica(s), 3 wanted (FLOW_JETSTREAM_REPLICAS), and JetStream refused the update"
+        ),
+        "{chain}"
+    );
+    stack.stop().await;
 }

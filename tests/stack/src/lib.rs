@@ -180,7 +180,7 @@ impl StackBuilder {
             db,
             nats,
             peers,
-            connections: 0,
+            connections: std::collections::HashMap::new(),
         };
         if self.scheduler {
             match self.metrics {
@@ -239,8 +239,9 @@ pub struct Stack {
     pub nats: NatsServer,
     /// The other nodes of a cluster (none: a single server).
     pub peers: Vec<NatsServer>,
-    /// Connections made so far (each starts at the next node).
-    connections: usize,
+    /// Connections made so far per process kind (each starts at the next
+    /// node; workers one node after schedulers).
+    connections: std::collections::HashMap<String, usize>,
 }
 
 impl Stack {
@@ -295,12 +296,15 @@ impl Stack {
     }
 
     /// A connection of its own for one process, as the binaries make it:
-    /// every node's URL, listed from the next node on, so processes spread
-    /// over the cluster's nodes.
+    /// every node's URL, listed from the next node on, so processes of a
+    /// kind (`name`) spread over the cluster's nodes: schedulers from node
+    /// 0, workers from node 1.
     pub async fn connect(&mut self, name: &str) -> async_nats::Client {
         let nodes: Vec<&NatsServer> = std::iter::once(&self.nats).chain(&self.peers).collect();
-        let first = self.connections % nodes.len();
-        self.connections += 1;
+        let made = self.connections.entry(name.to_owned()).or_default();
+        let offset = usize::from(name == "flow-worker");
+        let first = (*made + offset) % nodes.len();
+        *made += 1;
         let url = (0..nodes.len())
             .map(|i| nodes[(first + i) % nodes.len()].url())
             .collect::<Vec<_>>()
