@@ -678,8 +678,9 @@ impl Drop for NatsServer {
 /// # Panics
 ///
 /// If the binary is missing, or older than a source file it is built from
-/// (the package's `src`, every `shared/*/src`, `shared/rules/builtin`,
-/// `migrations`): a stale binary would test old code.
+/// (the package's `src`, the `src` of every `shared/*` crate it depends on,
+/// directly or not, `shared/rules/builtin` with `flow-rules`, `migrations`
+/// with `flow-store`): a stale binary would test old code.
 #[must_use]
 pub fn workspace_binary(name: &str, package: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("the test's own path");
@@ -701,13 +702,14 @@ pub fn workspace_binary(name: &str, package: &str) -> PathBuf {
         .and_then(|m| m.modified())
         .unwrap_or_else(|e| panic!("{} is not there ({e}): {rebuild}", binary.display()));
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let mut sources = vec![
-        root.join(package).join("src"),
-        root.join("shared/rules/builtin"),
-        root.join("migrations"),
-    ];
-    if let Ok(shared) = fs::read_dir(root.join("shared")) {
-        sources.extend(shared.flatten().map(|e| e.path().join("src")));
+    let mut sources = vec![root.join(package).join("src")];
+    for crate_dir in shared_dependencies(&root, package) {
+        sources.push(root.join(&crate_dir).join("src"));
+        match crate_dir.as_str() {
+            "shared/rules" => sources.push(root.join("shared/rules/builtin")),
+            "shared/store" => sources.push(root.join("migrations")),
+            _ => {}
+        }
     }
     for dir in sources {
         if let Some((newest, path)) = newest_file(&dir)
@@ -721,6 +723,35 @@ pub fn workspace_binary(name: &str, package: &str) -> PathBuf {
         }
     }
     binary
+}
+
+/// The `shared/*` crates `package` is built from: its `[dependencies]` on
+/// `flow-<name>` where `shared/<name>` exists, and theirs, transitively.
+fn shared_dependencies(root: &Path, package: &str) -> Vec<String> {
+    let mut found: Vec<String> = Vec::new();
+    let mut todo = vec![package.to_owned()];
+    while let Some(dir) = todo.pop() {
+        let manifest = fs::read_to_string(root.join(&dir).join("Cargo.toml")).unwrap_or_default();
+        let deps = manifest
+            .split("\n[")
+            .find(|section| section.starts_with("dependencies]"))
+            .unwrap_or_default();
+        for line in deps.lines().skip(1) {
+            let Some(name) = line.trim().strip_prefix("flow-") else {
+                continue;
+            };
+            let name: String = name
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '-')
+                .collect();
+            let shared = format!("shared/{name}");
+            if root.join(&shared).is_dir() && !found.contains(&shared) {
+                found.push(shared.clone());
+                todo.push(shared);
+            }
+        }
+    }
+    found
 }
 
 /// The most recently modified file under `dir` (recursively), if any.
@@ -930,6 +961,26 @@ mod unit {
     #[test]
     fn unique_names_differ() {
         assert_ne!(unique_name("x"), unique_name("x"));
+    }
+
+    #[test]
+    fn a_binary_is_checked_against_the_shared_crates_it_is_built_from() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let sim = shared_dependencies(&root, "services/rack-sim");
+        assert!(sim.contains(&"shared/rules".to_owned()), "{sim:?}");
+        assert!(!sim.contains(&"shared/store".to_owned()), "{sim:?}");
+        let scheduler = shared_dependencies(&root, "services/scheduler");
+        for crate_dir in [
+            "shared/store",
+            "shared/engine",
+            "shared/jetstream",
+            "shared/config",
+        ] {
+            assert!(
+                scheduler.contains(&crate_dir.to_owned()),
+                "{crate_dir}: {scheduler:?}"
+            );
+        }
     }
 
     #[test]
