@@ -319,3 +319,26 @@ async fn three_replicas_on_a_single_server_is_refused_naming_the_stream() {
     );
     stack.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn placement_tags_no_server_carries_are_refused_naming_the_stream() {
+    let stack = Stack::builder()
+        .cluster(3)
+        .without_scheduler()
+        .start()
+        .await;
+    let topology = flow_scheduler::Topology {
+        placement_tags: vec!["rack-room-9".to_owned()],
+        ..stack.topology()
+    };
+    let err = start(&stack, topology)
+        .await
+        .expect_err("no server carries the tag");
+    let chain = flow_telemetry::ErrorChain(&err).to_string();
+    assert!(
+        chain.contains("cannot create or read stream FLOW_TASKS"),
+        "{chain}"
+    );
+    assert!(chain.contains("no suitable peers for placement"), "{chain}");
+    stack.stop().await;
+}
