@@ -388,9 +388,12 @@ impl Stack {
             stop.clone(),
         );
         let handle = tokio::spawn(async move {
-            flow_worker::run(client, registry, config, token)
+            flow_worker::run(client.clone(), registry, config, token)
                 .await
                 .expect("the worker");
+            // What it handed back on the way out reaches the server before
+            // its connection goes (the binary drains it).
+            let _ = client.flush().await;
         });
         self.workers.push(WorkerTask { stop, handle });
     }
