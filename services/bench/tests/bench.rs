@@ -68,6 +68,22 @@ fn the_smoke_scenario_reports_real_measurements() {
     let _ = std::fs::remove_file(json);
 }
 
+/// Each phase of a 3-rack drill: every task completed, every component in
+/// its state and counted.
+fn every_phase_completed_on_three_racks(r: &Value) {
+    for phase in r["phases"].as_array().unwrap() {
+        assert_eq!(phase["statuses"]["completed"], 3, "{phase:#}");
+        assert_eq!(phase["wrong_state"].as_array().unwrap().len(), 0);
+        let total: u64 = phase["commands_per_component"]
+            .as_object()
+            .unwrap()
+            .values()
+            .map(|v| v.as_u64().unwrap())
+            .sum();
+        assert_eq!(total, 3 * 35, "every component counted: {phase:#}");
+    }
+}
+
 #[test]
 fn the_short_drill_survives_every_fault() {
     let json = temp_json("flow-bench-drill");
@@ -82,17 +98,7 @@ fn the_short_drill_survives_every_fault() {
         assert!(f["resumed_after_ms"].is_number(), "{f:#}");
     }
     assert!(r["worker_kills"].as_u64().unwrap() >= 4, "{r:#}");
-    for phase in r["phases"].as_array().unwrap() {
-        assert_eq!(phase["statuses"]["completed"], 3, "{phase:#}");
-        assert_eq!(phase["wrong_state"].as_array().unwrap().len(), 0);
-        let total: u64 = phase["commands_per_component"]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|v| v.as_u64().unwrap())
-            .sum();
-        assert_eq!(total, 3 * 35, "every component counted: {phase:#}");
-    }
+    every_phase_completed_on_three_racks(&r);
     let _ = std::fs::remove_file(json);
 }
 
@@ -125,16 +131,6 @@ fn the_short_cluster_drill_survives_node_kills_and_a_partition() {
     let acked = r["submissions_acked"].as_u64().unwrap();
     assert!(acked >= 3, "{r:#}");
     assert_eq!(r["submissions_found"].as_u64().unwrap(), acked, "{r:#}");
-    for phase in r["phases"].as_array().unwrap() {
-        assert_eq!(phase["statuses"]["completed"], 3, "{phase:#}");
-        assert_eq!(phase["wrong_state"].as_array().unwrap().len(), 0);
-        let total: u64 = phase["commands_per_component"]
-            .as_object()
-            .unwrap()
-            .values()
-            .map(|v| v.as_u64().unwrap())
-            .sum();
-        assert_eq!(total, 3 * 35, "every component counted: {phase:#}");
-    }
+    every_phase_completed_on_three_racks(&r);
     let _ = std::fs::remove_file(json);
 }

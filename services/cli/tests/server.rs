@@ -852,23 +852,25 @@ async fn event_rules_are_created_bound_enabled_and_events_shown() {
     env.stop().await;
 }
 
+/// `flow --json status` with `urls` tried in order.
+async fn listed_status(urls: String) -> Output {
+    tokio::process::Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(["--json", "status"])
+        .env("FLOW_NATS_URL", urls)
+        .env("FLOW_NATS_SERVER_ORDER", "listed")
+        .env_remove("FLOW_CONFIG")
+        .output()
+        .await
+        .expect("run flow")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_a_cluster_the_cli_takes_every_node_and_shows_replicas_and_leaders() {
     let mut stack = Stack::builder().cluster(3).start().await;
     let urls = [stack.nats.url(), stack.peers[0].url(), stack.peers[1].url()].join(",");
-    let status = |urls: String| async move {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_flow"))
-            .args(["--json", "status"])
-            .env("FLOW_NATS_URL", urls)
-            .env("FLOW_NATS_SERVER_ORDER", "listed")
-            .env_remove("FLOW_CONFIG")
-            .output()
-            .await
-            .expect("run flow");
-        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-        serde_json::from_slice::<Value>(&out.stdout).unwrap()
-    };
-    let v = status(urls.clone()).await;
+    let out = listed_status(urls.clone()).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let names: Vec<String> = std::iter::once(&stack.nats)
         .chain(&stack.peers)
         .map(|n| n.name().to_owned())
@@ -891,14 +893,7 @@ async fn on_a_cluster_the_cli_takes_every_node_and_shows_replicas_and_leaders() 
         || {
             let urls = urls.clone();
             async move {
-                let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_flow"))
-                    .args(["--json", "status"])
-                    .env("FLOW_NATS_URL", urls)
-                    .env("FLOW_NATS_SERVER_ORDER", "listed")
-                    .env_remove("FLOW_CONFIG")
-                    .output()
-                    .await
-                    .expect("run flow");
+                let out = listed_status(urls).await;
                 if out.status.code() != Some(0) {
                     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
                     return None;

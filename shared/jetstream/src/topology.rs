@@ -148,28 +148,38 @@ fn limits(name: &str, subjects: &str, max_age: Duration) -> stream::Config {
 }
 
 /// The stream as configured: created when missing; when it exists with
-/// other replicas or placement, updated to them (with a warning).
+/// other replicas or placement, updated to them ([`reconcile`]).
 async fn stream(
     js: &jetstream::Context,
     topology: &Topology,
     config: stream::Config,
 ) -> Result<stream::Stream, TopologyError> {
     let name = config.name.clone();
-    let want = topology.place(config);
-    let mut found = js
-        .get_or_create_stream(want.clone())
+    let found = js
+        .get_or_create_stream(topology.place(config))
         .await
         .map_err(|e| create(format!("stream {name}"))(e.into()))?;
-    let info = found
-        .info()
-        .await
-        .map_err(|e| create(format!("stream {name}"))(e.into()))?;
-    let have = info.config.num_replicas;
-    let placement = info.config.placement.clone().filter(|p| !p.tags.is_empty());
+    reconcile(js, topology, found).await
+}
+
+/// An existing stream brought to the configured replicas and placement
+/// (with a warning), from the info it was fetched with.
+async fn reconcile(
+    js: &jetstream::Context,
+    topology: &Topology,
+    found: stream::Stream,
+) -> Result<stream::Stream, TopologyError> {
+    let info = found.cached_info();
+    let name = info.config.name.clone();
+    let have = info.config.num_replicas.max(1);
+    let placement = info
+        .config
+        .placement
+        .as_ref()
+        .filter(|p| !p.tags.is_empty());
     let want_placement = topology.placement();
-    let same_placement =
-        placement.as_ref().map(|p| &p.tags) == want_placement.as_ref().map(|p| &p.tags);
-    if have.max(1) == topology.replicas && same_placement {
+    let same_placement = placement.map(|p| &p.tags) == want_placement.as_ref().map(|p| &p.tags);
+    if have == topology.replicas && same_placement {
         return Ok(found);
     }
     tracing::warn!(
@@ -188,7 +198,7 @@ async fn stream(
         .await
         .map_err(|e| TopologyError::Replicas {
             stream: name.clone(),
-            have: have.max(1),
+            have,
             want: topology.replicas,
             source: e.into(),
         })?;
@@ -270,10 +280,7 @@ pub async fn ensure(js: &jetstream::Context, topology: &Topology) -> Result<(), 
 async fn bucket(js: &jetstream::Context, topology: &Topology) -> Result<(), TopologyError> {
     let name = bucket_stream(BUCKET_JOB_STATE);
     match js.get_stream(&name).await {
-        Ok(existing) => {
-            let config = existing.cached_info().config.clone();
-            stream(js, topology, config).await.map(drop)
-        }
+        Ok(existing) => reconcile(js, topology, existing).await.map(drop),
         Err(e)
             if matches!(
                 e.kind(),
