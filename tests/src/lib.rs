@@ -825,6 +825,38 @@ impl TestDb {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// An outage of this database alone: new connections are refused and
+    /// open ones are ended, until [`TestDb::allow_connections`].
+    pub async fn refuse_connections(&self) {
+        self.admin(&format!(
+            "ALTER DATABASE \"{}\" ALLOW_CONNECTIONS false",
+            self.name
+        ))
+        .await;
+        self.admin(&format!(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+             WHERE datname = '{}' AND pid <> pg_backend_pid()",
+            self.name
+        ))
+        .await;
+    }
+
+    /// Ends [`TestDb::refuse_connections`].
+    pub async fn allow_connections(&self) {
+        self.admin(&format!(
+            "ALTER DATABASE \"{}\" ALLOW_CONNECTIONS true",
+            self.name
+        ))
+        .await;
+    }
+
+    async fn admin(&self, sql: &str) {
+        let mut admin = connect_admin(&self.admin_url).await;
+        sqlx::Executor::execute(&mut admin, sqlx::AssertSqlSafe(sql.to_owned()))
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
 }
 
 async fn connect_admin(url: &str) -> sqlx::PgConnection {

@@ -204,6 +204,9 @@ pub struct DrillReport {
     pub submissions_acked: usize,
     /// Of those, the ones whose task the API found again.
     pub submissions_found: usize,
+    /// How long after the last phase `FLOW_TASKS` still held task requests
+    /// the scheduler had not taken (a request consumed late is not lost).
+    pub submissions_drained_after_ms: Option<f64>,
     /// What is wrong (empty: passed).
     pub problems: Vec<String>,
 }
@@ -288,6 +291,7 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
         worker_kills: 0,
         submissions_acked: 0,
         submissions_found: 0,
+        submissions_drained_after_ms: None,
         problems: Vec::new(),
     };
     let mut acked: Vec<TaskSubmit> = Vec::new();
@@ -451,10 +455,41 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
     Ok(report)
 }
 
-/// Every task request JetStream acknowledged is known to the API: the same
-/// request submitted again is answered as a duplicate of its task.
+/// Longest the scheduler may take to consume the task requests published
+/// during node faults once the drill's phases are over (its pull requests
+/// to a consumer whose leader moved are renewed within seconds).
+const SUBMISSIONS_DRAIN_LIMIT: Duration = Duration::from_secs(90);
+
+/// Every task request JetStream acknowledged is known to the API: once the
+/// scheduler has taken every request off `FLOW_TASKS` (a work queue: a
+/// message stays until the scheduler acknowledges it), the same request
+/// submitted again is answered as a duplicate of its task.
 async fn check_submissions(cluster: &Cluster, acked: &[TaskSubmit], report: &mut DrillReport) {
     report.submissions_acked = acked.len();
+    if acked.is_empty() {
+        return;
+    }
+    let js = async_nats::jetstream::new(cluster.nats.clone());
+    let start = Instant::now();
+    let mut left = None;
+    while start.elapsed() < SUBMISSIONS_DRAIN_LIMIT {
+        let messages = match js.get_stream(flow_protocol::jobs::STREAM_TASKS).await {
+            Ok(mut stream) => stream.info().await.ok().map(|i| i.state.messages),
+            Err(_) => None,
+        };
+        left = messages;
+        if messages == Some(0) {
+            report.submissions_drained_after_ms = Some(ms(start.elapsed()));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if report.submissions_drained_after_ms.is_none() {
+        report.problems.push(format!(
+            "FLOW_TASKS still held {left:?} task request(s) {} s after the last phase",
+            SUBMISSIONS_DRAIN_LIMIT.as_secs()
+        ));
+    }
     for request in acked {
         let again = api::submit(&cluster.nats, request).await;
         let found = again

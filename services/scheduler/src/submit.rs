@@ -26,6 +26,23 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{api_error, store_error};
 use crate::service::TaskService;
 
+/// How soon a task request from `flow.tasks.submit` that met a database
+/// outage is delivered again.
+const SUBMIT_RETRY: Duration = Duration::from_secs(1);
+
+/// Whether a submission's outcome, or any rack's, was decided by a
+/// dependency being down rather than by the request.
+fn dependency_down(outcome: &Result<TaskSubmitReply, ApiError>) -> bool {
+    let down = |e: &ApiError| e.code == ErrorCode::Unavailable;
+    match outcome {
+        Err(error) => down(error),
+        Ok(reply) => reply
+            .results
+            .iter()
+            .any(|r| matches!(&r.submission, Submission::Refused(e) if down(e))),
+    }
+}
+
 /// The racks a submission targets, in the order named: explicit racks,
 /// then racks by label, then the racks of individual components. A rack is
 /// targeted whole, or only at the components named in it.
@@ -310,8 +327,22 @@ impl TaskService {
                         return;
                     }
                     // The outcome is a reply envelope, as on flow.api: the
-                    // per-rack results, or why nothing was created.
-                    let reply = encode_reply(&this.submit(&request).await);
+                    // per-rack results, or why nothing was created. A rack
+                    // refused because the database is down is not an
+                    // answer: the request comes again (the racks it did
+                    // create are found again by its request id).
+                    let outcome = this.submit(&request).await;
+                    if dependency_down(&outcome) {
+                        tracing::warn!(
+                            request_id = %request.request_id,
+                            "task request not admitted (database unavailable); delivered again"
+                        );
+                        let _ = message
+                            .ack_with(async_nats::jetstream::AckKind::Nak(Some(SUBMIT_RETRY)))
+                            .await;
+                        return;
+                    }
+                    let reply = encode_reply(&outcome);
                     let subject = subjects::submit_outcome(&request.request_id);
                     if let Err(error) = this.js.publish(subject, reply.into()).await {
                         tracing::warn!(error = %ErrorChain(&error), "submission outcome not published");

@@ -685,6 +685,58 @@ async fn requests_on_the_stream_are_deduplicated_answered_and_malformed_ones_par
     env.stop().await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_streamed_request_that_meets_a_database_outage_is_admitted_when_it_returns() {
+    let env = Env::new(InitialPower::Off).await;
+    let mut outcomes = env.client.subscribe("flow.events.submit.>").await.unwrap();
+    env.db.refuse_connections().await;
+    let request = json!({"request_id": "outage-1", "racks": ["rack-01"], "operation": "power_on",
+                         "component_types": ["PowerShelf"]});
+    env.js
+        .publish(
+            "flow.tasks.submit",
+            serde_json::to_vec(&request).unwrap().into(),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    // Tried while the database is down, and not acknowledged: JetStream
+    // delivers it again.
+    let mut consumer = env
+        .js
+        .get_stream("FLOW_TASKS")
+        .await
+        .unwrap()
+        .get_consumer::<async_nats::jetstream::consumer::pull::Config>("flow-submit")
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    loop {
+        let info = consumer.info().await.unwrap();
+        if info.num_redelivered > 0 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never delivered again: {info:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    env.db.allow_connections().await;
+    let outcome = tokio::time::timeout(Duration::from_secs(60), futures_next(&mut outcomes))
+        .await
+        .expect("an outcome once the database is back");
+    // The first answer is the task, not a refusal for the outage.
+    let reply: Value = flow_protocol::api::decode_reply(&outcome.payload).expect("a result");
+    let task = reply["results"][0]["task_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task, not {reply}"))
+        .to_owned();
+    assert_eq!(env.finish(&task).await["status"], "completed");
+    env.stop().await;
+}
+
 async fn futures_next(sub: &mut async_nats::Subscriber) -> async_nats::Message {
     use futures::StreamExt;
     sub.next().await.expect("subscription open")
