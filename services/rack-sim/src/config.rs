@@ -7,6 +7,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use crate::faults::FaultSpec;
+use crate::vendor::ProfileChoice;
 
 /// Default admin port (`--admin-port`).
 pub const DEFAULT_ADMIN_PORT: u16 = 8800;
@@ -61,6 +62,9 @@ pub struct SimConfig {
     pub timings: Timings,
     /// Faults installed at start and after a reset (`--faults`).
     pub faults: Vec<FaultSpec>,
+    /// Vendor profiles of the BMCs (`--profile`, later ones win; none:
+    /// every BMC standard).
+    pub profiles: Vec<ProfileChoice>,
 }
 
 impl Default for SimConfig {
@@ -81,6 +85,7 @@ impl Default for SimConfig {
             tls: None,
             timings: Timings::default(),
             faults: Vec::new(),
+            profiles: Vec::new(),
         }
     }
 }

@@ -108,6 +108,7 @@ mod redfish;
 mod server;
 mod state;
 mod sync;
+mod vendor;
 mod world;
 
 use std::io;
@@ -129,6 +130,7 @@ pub use lifecycle::LifecycleStatus;
 pub use model::{CommandKind, ComponentKind, PowerState, ResetType, version_from_image_uri};
 pub use server::TlsError;
 pub use state::{CommandRecord, ComponentState, RackState, RefusedRecord, SimState};
+pub use vendor::{ProfileChoice, ProfileScope, VendorProfile, profile_of};
 
 use crate::clock::Clock;
 use crate::server::Listener;

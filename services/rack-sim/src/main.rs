@@ -66,6 +66,11 @@ struct Args {
     /// JSON array of faults to install at start.
     #[arg(long)]
     faults: Option<PathBuf>,
+    /// A vendor profile: PROFILE for every BMC, RACK=PROFILE or
+    /// RACK/COMPONENT=PROFILE (repeatable; later flags win). Profiles:
+    /// standard, no-links, uuid-ids, multi-system, action-info, reset-200.
+    #[arg(long = "profile", value_name = "[RACK[/COMPONENT]=]PROFILE")]
+    profiles: Vec<flow_rack_sim::ProfileChoice>,
     /// Override a duration, e.g. --timing bmc_boot=2s (repeatable).
     #[arg(long = "timing", value_name = "NAME=DURATION")]
     timings: Vec<String>,
@@ -140,6 +145,7 @@ fn config(args: &Args) -> anyhow::Result<SimConfig> {
         tls,
         timings,
         faults,
+        profiles: args.profiles.clone(),
     })
 }
 

@@ -18,6 +18,7 @@ use crate::config::{SimConfig, Timings};
 use crate::faults::Faults;
 use crate::model::{Component, ComponentKind, Condition, ConditionKind, Ctx, PowerState, Rack};
 use crate::sync::lock;
+use crate::vendor::{Ids, VendorProfile};
 
 /// Where a component sits: rack index and component index.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -41,6 +42,10 @@ pub(crate) struct ComponentView<'a> {
     pub(crate) power: PowerState,
     /// Its BMC's UUID.
     pub(crate) uuid: &'a str,
+    /// How its BMC presents itself.
+    pub(crate) vendor: VendorProfile,
+    /// The resource ids its BMC serves.
+    pub(crate) ids: Ids,
     /// The instant of the request.
     pub(crate) now: Instant,
     /// For timestamps.
@@ -62,6 +67,8 @@ pub(crate) struct Endpoint {
     pub(crate) url: String,
     /// Service root and system UUID.
     pub(crate) uuid: String,
+    /// Its vendor profile (`--profile`).
+    pub(crate) vendor: VendorProfile,
     /// Whether its listener should be open.
     pub(crate) reachable: watch::Sender<bool>,
     /// Whether its listener is open: set by the accept loop once the socket
@@ -154,6 +161,7 @@ impl World {
                         serial: c.serial.clone(),
                         url,
                         uuid: format!("f1000000-5140-4000-8000-{serial:012x}"),
+                        vendor: crate::vendor::profile_of(&config.profiles, &name, &c.name),
                         reachable: watch::Sender::new(false),
                         listening: watch::Sender::new(false),
                     }
@@ -255,6 +263,17 @@ impl World {
         self.endpoint(at).kind
     }
 
+    /// The vendor profile of a component's BMC.
+    pub(crate) fn vendor(&self, at: ComponentRef) -> VendorProfile {
+        self.endpoint(at).vendor
+    }
+
+    /// The resource ids a component's BMC serves.
+    pub(crate) fn ids(&self, at: ComponentRef) -> Ids {
+        let e = self.endpoint(at);
+        Ids::of(e.kind.profile(), e.vendor, &e.uuid)
+    }
+
     /// BMC base URL.
     pub(crate) fn url(&self, at: ComponentRef) -> &str {
         &self.endpoint(at).url
@@ -296,6 +315,8 @@ impl World {
             component,
             power,
             uuid: &self.endpoint(at).uuid,
+            vendor: self.endpoint(at).vendor,
+            ids: self.ids(at),
             now,
             clock: &self.clock,
         }

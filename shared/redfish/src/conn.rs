@@ -1,13 +1,17 @@
 //! Connections to BMCs: one HTTP client per manager, and per BMC a permit
-//! pool (at most N requests at once) and the cached nv-redfish service root.
-//! Raw JSON reads go through the same client and credentials.
+//! pool (at most N requests at once), the cached nv-redfish service root
+//! (read through a repair for roots without `Links`) and the power
+//! resource discovered once. Raw JSON requests go through the same client
+//! and credentials, and wait out a `503` that names its `Retry-After`.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use nv_redfish::ServiceRoot;
 use nv_redfish::bmc_http::reqwest::Client as NvClient;
 use nv_redfish::bmc_http::{BmcCredentials, CacheSettings, HttpBmc};
+use nv_redfish::quirks::{Match, RulesBmc, UserRule};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use url::Url;
@@ -16,15 +20,54 @@ use flow_hardware::{ComponentTarget, HardwareError};
 
 use crate::BmcCredential;
 
-/// The nv-redfish transport Flow uses.
-pub type Bmc = HttpBmc<NvClient>;
+/// The nv-redfish transport Flow uses: HTTP, with Flow's repairs of what
+/// real firmware leaves out ([`repairs`]).
+pub type Bmc = RulesBmc<HttpBmc<NvClient>>;
+
+/// Longest `Retry-After` a request waits out (holding its permits) before
+/// the `503` is the caller's; longer ones are retried by the step's policy.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
+/// How many times one request waits out a `503` with `Retry-After`.
+const RETRY_AFTER_TRIES: usize = 2;
+
+/// The repairs Flow asks of nv-redfish for documents it reads through it:
+/// a service root without `Links` (required by the schema, unused by Flow,
+/// missing on some firmware) is read as one with an empty session link.
+fn repairs() -> Vec<UserRule> {
+    vec![UserRule::new(
+        "service root without Links",
+        Match::Type("ServiceRoot".to_owned()),
+        |mut root: Value| {
+            if let Some(fields) = root.as_object_mut()
+                && !fields.contains_key("Links")
+            {
+                fields.insert(
+                    "Links".to_owned(),
+                    serde_json::json!({ "Sessions": { "@odata.id": "/redfish/v1/SessionService/Sessions" } }),
+                );
+            }
+            root
+        },
+    )]
+}
 
 /// One BMC's shared state.
 pub struct BmcHandle {
     permits: Arc<Semaphore>,
     root: tokio::sync::Mutex<Option<ServiceRoot<Bmc>>>,
-    /// The power resource's `@odata.id`, once discovered.
-    pub power_resource: Mutex<Option<String>>,
+    /// The power resource, once discovered.
+    pub power: Mutex<Option<Arc<crate::discover::PowerTarget>>>,
+}
+
+/// What a raw request got: its status, its `Location` and its body.
+#[derive(Debug)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// The `Location` header (a task monitor after a `202`).
+    pub location: Option<String>,
+    /// The body, as text.
+    pub body: String,
 }
 
 /// The cap on requests in flight at once across every BMC, shared by every
@@ -90,7 +133,7 @@ impl BmcPool {
             Arc::new(BmcHandle {
                 permits: Arc::new(Semaphore::new(self.max_per_bmc)),
                 root: tokio::sync::Mutex::new(None),
-                power_resource: Mutex::new(None),
+                power: Mutex::new(None),
             })
         }))
     }
@@ -138,14 +181,17 @@ impl Session<'_> {
             return Ok(root.clone());
         }
         let client = NvClient::with_client(self.http.clone());
-        let bmc = HttpBmc::new(
-            client,
-            self.base.clone(),
-            BmcCredentials::new(
-                self.credential.user.clone(),
-                self.credential.password.expose().to_owned(),
+        let bmc = RulesBmc::new(
+            HttpBmc::new(
+                client,
+                self.base.clone(),
+                BmcCredentials::new(
+                    self.credential.user.clone(),
+                    self.credential.password.expose().to_owned(),
+                ),
+                CacheSettings::default(),
             ),
-            CacheSettings::default(),
+            repairs(),
         );
         let root = ServiceRoot::new(Arc::new(bmc))
             .await
@@ -166,35 +212,100 @@ impl Session<'_> {
         url
     }
 
-    /// GETs a resource as raw JSON (for what nv-redfish does not expose,
-    /// such as `@Redfish.AllowableValues`, and for task polling).
-    pub async fn get_json(&self, path: &str, action: &str) -> Result<Value, HardwareError> {
+    /// Sends one raw request, waiting out up to [`RETRY_AFTER_TRIES`]
+    /// `503`s whose `Retry-After` is at most [`MAX_RETRY_AFTER`]. Any
+    /// status is the caller's; a transport failure is an error.
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+    ) -> Result<Reply, HardwareError> {
         let url = self.url(path);
-        let response = self
-            .http
-            .get(url.clone())
-            .basic_auth(
+        let mut tries = 0;
+        loop {
+            let mut request = self.http.request(method.clone(), url.clone()).basic_auth(
                 &self.credential.user,
                 Some(self.credential.password.expose()),
-            )
-            .send()
-            .await
-            .map_err(|e| crate::manager::transport_error(self.target, &url, &e))?;
-        let status = response.status().as_u16();
-        let text = response.text().await.unwrap_or_default();
-        if !(200..300).contains(&status) {
-            return Err(HardwareError::Http {
-                component: self.target.name.clone(),
-                action: action.to_owned(),
-                status,
-                message: crate::error_message(&text),
-            });
+            );
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            let response = request
+                .send()
+                .await
+                .map_err(|e| crate::manager::transport_error(self.target, &url, &e))?;
+            let status = response.status().as_u16();
+            let retry_after = response
+                .headers()
+                .get(reqwest::header::RETRY_AFTER)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .map(Duration::from_secs);
+            let location = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned);
+            let text = response.text().await.unwrap_or_default();
+            match retry_after {
+                Some(wait)
+                    if status == 503 && wait <= MAX_RETRY_AFTER && tries < RETRY_AFTER_TRIES =>
+                {
+                    tries += 1;
+                    tracing::debug!(
+                        path,
+                        wait_s = wait.as_secs(),
+                        "503 with Retry-After; waiting"
+                    );
+                    tokio::time::sleep(wait).await;
+                }
+                _ => {
+                    return Ok(Reply {
+                        status,
+                        location,
+                        body: text,
+                    });
+                }
+            }
         }
-        serde_json::from_str(&text).map_err(|e| HardwareError::Protocol {
+    }
+
+    fn refused(&self, action: &str, reply: &Reply) -> HardwareError {
+        HardwareError::Http {
             component: self.target.name.clone(),
             action: action.to_owned(),
-            detail: format!("not JSON ({e}): {}", crate::snippet(&text)),
+            status: reply.status,
+            message: crate::error_message(&reply.body),
+        }
+    }
+
+    /// GETs a resource as raw JSON.
+    pub async fn get_json(&self, path: &str, action: &str) -> Result<Value, HardwareError> {
+        let reply = self.send(reqwest::Method::GET, path, None).await?;
+        if !(200..300).contains(&reply.status) {
+            return Err(self.refused(action, &reply));
+        }
+        serde_json::from_str(&reply.body).map_err(|e| HardwareError::Protocol {
+            component: self.target.name.clone(),
+            action: action.to_owned(),
+            detail: format!("not JSON ({e}): {}", crate::snippet(&reply.body)),
         })
+    }
+
+    /// POSTs `body` to an action's target: any 2xx is success (`200` with
+    /// a message, `202` with a task monitor, `204` without a body).
+    pub async fn post_action(
+        &self,
+        target: &str,
+        body: &Value,
+        action: &str,
+    ) -> Result<Reply, HardwareError> {
+        let reply = self.send(reqwest::Method::POST, target, Some(body)).await?;
+        if !(200..300).contains(&reply.status) {
+            return Err(self.refused(action, &reply));
+        }
+        Ok(reply)
     }
 }
 

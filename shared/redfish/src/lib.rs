@@ -9,6 +9,7 @@
 
 mod conn;
 pub mod credentials;
+pub mod discover;
 mod firmware;
 pub mod kind;
 pub mod lifecycle;

@@ -1,91 +1,57 @@
 //! Power: read the state, map the operation code to a `ResetType`, skip the
-//! command when the component already has (or is moving to) that state.
+//! command when the component already has (or is moving to) that state,
+//! else POST the reset to the action's target. Plain JSON, not nv-redfish:
+//! two requests per command once the resource is known (`discover`), and
+//! nothing read that Flow does not use.
+
+use std::sync::Arc;
 
 use flow_rules::PowerOperation;
-use serde_json::Value;
 
 use crate::conn::Session;
-use crate::kind::{Kind, PowerResource};
-use flow_hardware::{ComponentTarget, HardwareError, PowerOutcome, PowerStatus};
+use crate::discover::{PowerTarget, discover};
+use crate::kind::Kind;
+use flow_hardware::{HardwareError, PowerOutcome, PowerStatus};
 
-/// A resource's power state and reset action, read raw.
+/// The power resource and its state now.
 struct PowerView {
-    odata_id: String,
+    target: Arc<PowerTarget>,
     state: Option<String>,
-    allowed: Vec<String>,
-    has_reset: bool,
 }
 
-fn view(odata_id: String, json: &Value, resource: PowerResource) -> PowerView {
-    let action = &json["Actions"][resource.action_key()];
-    PowerView {
-        odata_id,
-        state: json["PowerState"].as_str().map(str::to_owned),
-        allowed: action["ResetType@Redfish.AllowableValues"]
-            .as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect()
-            })
-            .unwrap_or_default(),
-        has_reset: action.is_object(),
-    }
-}
-
-/// Finds (once per BMC) and reads the resource that carries power: the
-/// component's resource ID if given, else the first member of the
-/// collection with a power state and a reset action.
+/// Reads the power state of the BMC's power resource: one GET once it is
+/// known; discovery first (once per BMC), and again when the known one is
+/// gone (`404`: the BMC renamed or rebuilt its resources).
 async fn read(session: &Session<'_>, kind: Kind) -> Result<PowerView, HardwareError> {
-    let resource = kind.power_resource();
     let known = session
         .handle
-        .power_resource
+        .power
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
-    let known = known.or_else(|| {
-        session
-            .target
-            .resource_id
-            .as_ref()
-            .map(|id| format!("{}/{id}", resource.collection()))
-    });
-    if let Some(id) = known {
-        let json = session.get_json(&id, "read power state").await?;
-        return Ok(view(id, &json, resource));
-    }
-    let collection = session
-        .get_json(resource.collection(), "list power resources")
-        .await?;
-    let members: Vec<String> = collection["Members"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .filter_map(|v| v["@odata.id"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
-    for id in members {
-        let json = session.get_json(&id, "read power state").await?;
-        let v = view(id, &json, resource);
-        if v.state.is_some() && v.has_reset {
-            *session
-                .handle
-                .power_resource
-                .lock()
-                .unwrap_or_else(|e| e.into_inner()) = Some(v.odata_id.clone());
-            return Ok(v);
+    if let Some(target) = known {
+        match session.get_json(&target.odata_id, "read power state").await {
+            Ok(json) => {
+                return Ok(PowerView {
+                    state: json["PowerState"].as_str().map(str::to_owned),
+                    target,
+                });
+            }
+            Err(HardwareError::Http { status: 404, .. }) => {
+                tracing::info!(resource = %target.odata_id, "power resource gone (404); discovering again");
+                *session
+                    .handle
+                    .power
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner()) = None;
+            }
+            Err(e) => return Err(e),
         }
     }
-    Err(HardwareError::Protocol {
-        component: session.target.name.clone(),
-        action: "find the power resource".to_owned(),
-        detail: format!(
-            "no member of {} has a PowerState and a {} action",
-            resource.collection(),
-            resource.action_key()
-        ),
+    let (target, json) = discover(session, kind).await?;
+    Ok(PowerView {
+        state: json["PowerState"].as_str().map(str::to_owned),
+        target: Arc::new(target),
     })
 }
 
@@ -110,7 +76,8 @@ pub async fn control(
 ) -> Result<PowerOutcome, HardwareError> {
     let target = session.target;
     let v = read(session, kind).await?;
-    let reset = kind.reset_for(operation, &v.allowed).map_err(|reason| {
+    let allowed = &v.target.allowed;
+    let reset = kind.reset_for(operation, allowed).map_err(|reason| {
         HardwareError::OperationNotSupported {
             component: target.name.clone(),
             component_type: target.component_type,
@@ -118,7 +85,7 @@ pub async fn control(
             reason: reason.to_owned(),
         }
     })?;
-    if !v.allowed.is_empty() && !v.allowed.iter().any(|a| a == reset.as_str()) {
+    if !allowed.is_empty() && !allowed.iter().any(|a| a == reset.as_str()) {
         return Err(HardwareError::OperationNotSupported {
             component: target.name.clone(),
             component_type: target.component_type,
@@ -126,7 +93,7 @@ pub async fn control(
             reason: format!(
                 "the BMC does not offer ResetType {} (it offers {})",
                 reset.as_str(),
-                v.allowed.join(", ")
+                allowed.join(", ")
             ),
         });
     }
@@ -153,54 +120,23 @@ pub async fn control(
             ),
         });
     }
-    let root = session.root().await?;
+    // Any 2xx: a reset that answers with a task is verified by polling the
+    // state, not by the task.
     let action = format!("{} reset", reset.as_str());
-    let result = match kind.power_resource() {
-        PowerResource::System => {
-            let systems = root
-                .systems()
-                .await
-                .map_err(|e| crate::manager::nv_error(target, "list systems", &e))?
-                .ok_or_else(|| missing(target, "Systems"))?;
-            let members = systems
-                .members()
-                .await
-                .map_err(|e| crate::manager::nv_error(target, "read systems", &e))?;
-            let system = members
-                .into_iter()
-                .find(|s| s.raw().odata_id.to_string() == v.odata_id)
-                .ok_or_else(|| missing(target, &v.odata_id))?;
-            system.reset(Some(reset.to_nv())).await
-        }
-        PowerResource::Chassis => {
-            let chassis = root
-                .chassis()
-                .await
-                .map_err(|e| crate::manager::nv_error(target, "list chassis", &e))?
-                .ok_or_else(|| missing(target, "Chassis"))?;
-            let members = chassis
-                .members()
-                .await
-                .map_err(|e| crate::manager::nv_error(target, "read chassis", &e))?;
-            let shelf = members
-                .into_iter()
-                .find(|c| c.raw().odata_id.to_string() == v.odata_id)
-                .ok_or_else(|| missing(target, &v.odata_id))?;
-            shelf.reset(Some(reset.to_nv())).await
-        }
-    };
-    // A reset may answer with a task; the state is verified by polling, not by the task.
-    let _response = result.map_err(|e| crate::manager::nv_error(target, &action, &e))?;
-    tracing::info!(reset = reset.as_str(), "power command sent");
+    let reply = session
+        .post_action(
+            &v.target.reset_target,
+            &serde_json::json!({ "ResetType": reset.as_str() }),
+            &action,
+        )
+        .await?;
+    tracing::info!(
+        reset = reset.as_str(),
+        status = reply.status,
+        task = reply.location.as_deref().unwrap_or_default(),
+        "power command sent"
+    );
     Ok(PowerOutcome::Issued {
         reset_type: reset.as_str().to_owned(),
     })
-}
-
-fn missing(target: &ComponentTarget, what: &str) -> HardwareError {
-    HardwareError::Protocol {
-        component: target.name.clone(),
-        action: "find the power resource".to_owned(),
-        detail: format!("{what} is missing from the service root"),
-    }
 }

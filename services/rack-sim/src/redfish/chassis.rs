@@ -7,12 +7,13 @@ use super::View;
 use super::root::{collection, link, status};
 use super::route::ROOT;
 use crate::model::{PowerResource, PowerState, SHELF_POWER_SUPPLIES};
+use crate::vendor::{BACKPLANE_CHASSIS, VendorProfile};
 
 /// Power supply model in a LiteOn PF-1333-7R shelf.
 const PSU_MODEL: &str = "PS-2641-5Q";
 
 fn chassis_uri(view: &View<'_>) -> String {
-    format!("{ROOT}/Chassis/{}", view.component.kind.profile().chassis)
+    format!("{ROOT}/Chassis/{}", view.ids.chassis)
 }
 
 /// Whether a shelf's outputs are up (they stay up while powering off).
@@ -20,14 +21,33 @@ fn output_up(power: PowerState) -> bool {
     matches!(power, PowerState::On | PowerState::PoweringOff)
 }
 
-/// `GET /redfish/v1/Chassis`.
+/// `GET /redfish/v1/Chassis`; a `multi-system` shelf lists a backplane
+/// first.
 pub(crate) fn chassis_collection(view: &View<'_>) -> Value {
+    let shelf = view.component.kind.profile().power_resource == PowerResource::Chassis;
+    let backplane = (shelf && view.vendor == VendorProfile::MultiSystem)
+        .then(|| format!("{ROOT}/Chassis/{BACKPLANE_CHASSIS}"));
     collection(
         &format!("{ROOT}/Chassis"),
         "ChassisCollection",
         "Chassis Collection",
-        [chassis_uri(view)],
+        backplane.into_iter().chain([chassis_uri(view)]),
     )
+}
+
+/// `GET /redfish/v1/Chassis/Backplane_0` (`multi-system` shelves): a
+/// passive backplane with a power state but no reset.
+pub(crate) fn backplane(view: &View<'_>) -> Value {
+    json!({
+        "@odata.id": format!("{ROOT}/Chassis/{BACKPLANE_CHASSIS}"),
+        "@odata.type": "#Chassis.v1_25_0.Chassis",
+        "Id": BACKPLANE_CHASSIS,
+        "Name": "Power Distribution Backplane",
+        "ChassisType": "Component",
+        "SerialNumber": format!("{}-BP", view.component.serial),
+        "PowerState": "On",
+        "Status": status(true),
+    })
 }
 
 /// `GET /redfish/v1/Chassis/<id>`.
@@ -35,8 +55,8 @@ pub(crate) fn chassis(view: &View<'_>) -> Value {
     let c = view.component;
     let profile = c.kind.profile();
     let uri = chassis_uri(view);
-    let mut links = json!({ "ManagedBy": [link(format!("{ROOT}/Managers/{}", profile.manager))] });
-    if let (Some(system), Some(fields)) = (profile.system, links.as_object_mut()) {
+    let mut links = json!({ "ManagedBy": [link(format!("{ROOT}/Managers/{}", view.ids.manager))] });
+    if let (Some(system), Some(fields)) = (view.ids.system.as_deref(), links.as_object_mut()) {
         fields.insert(
             "ComputerSystems".to_owned(),
             json!([link(format!("{ROOT}/Systems/{system}"))]),
@@ -45,8 +65,8 @@ pub(crate) fn chassis(view: &View<'_>) -> Value {
     let mut body = json!({
         "@odata.id": uri,
         "@odata.type": "#Chassis.v1_25_0.Chassis",
-        "Id": profile.chassis,
-        "Name": profile.chassis,
+        "Id": view.ids.chassis,
+        "Name": view.ids.chassis,
         "ChassisType": profile.chassis_type,
         "Manufacturer": profile.manufacturer,
         "Model": profile.model,
@@ -58,7 +78,6 @@ pub(crate) fn chassis(view: &View<'_>) -> Value {
     if profile.power_resource == PowerResource::Chassis
         && let Some(fields) = body.as_object_mut()
     {
-        let allowed: Vec<&str> = profile.resets.iter().map(|r| r.as_str()).collect();
         fields.insert("PowerState".to_owned(), json!(view.power));
         fields.insert(
             "PowerSubsystem".to_owned(),
@@ -66,12 +85,7 @@ pub(crate) fn chassis(view: &View<'_>) -> Value {
         );
         fields.insert(
             "Actions".to_owned(),
-            json!({
-                "#Chassis.Reset": {
-                    "target": format!("{uri}/Actions/Chassis.Reset"),
-                    "ResetType@Redfish.AllowableValues": allowed,
-                }
-            }),
+            json!({ "#Chassis.Reset": super::reset::action(view, profile.resets) }),
         );
     }
     body

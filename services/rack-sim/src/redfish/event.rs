@@ -22,6 +22,7 @@ use super::View;
 use super::root::{link, status};
 use super::route::ROOT;
 use crate::model::{Component, Condition};
+use crate::vendor::Ids;
 
 /// How often an idle stream sends a comment line.
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
@@ -29,8 +30,8 @@ const KEEP_ALIVE: Duration = Duration::from_secs(10);
 /// The SSE stream's URI.
 pub(crate) const SSE_URI: &str = "/redfish/v1/EventService/SSE";
 
-fn chassis_uri(component: &Component) -> String {
-    format!("{ROOT}/Chassis/{}", component.kind.profile().chassis)
+fn chassis_uri(ids: &Ids) -> String {
+    format!("{ROOT}/Chassis/{}", ids.chassis)
 }
 
 fn timestamp(c: &Condition) -> String {
@@ -46,7 +47,7 @@ pub(crate) fn chassis_status(view: &View<'_>) -> Value {
         && let Some(fields) = body.as_object_mut()
     {
         fields.insert("Health".to_owned(), "Critical".into());
-        let origin = chassis_uri(c);
+        let origin = chassis_uri(&view.ids);
         let conditions: Vec<Value> = c
             .conditions
             .iter()
@@ -87,7 +88,7 @@ enum Next {
 }
 
 /// The Redfish `Event` of one raised condition.
-fn event_body(component: &Component, condition: &Condition) -> Value {
+fn event_body(component: &Component, ids: &Ids, condition: &Condition) -> Value {
     json!({
         "@odata.type": "#Event.v1_7_0.Event",
         "Id": condition.id.to_string(),
@@ -98,7 +99,7 @@ fn event_body(component: &Component, condition: &Condition) -> Value {
             "MessageId": condition.kind.message_id(),
             "Message": condition.kind.message(&component.name),
             "MessageSeverity": "Critical",
-            "OriginOfCondition": link(chassis_uri(component)),
+            "OriginOfCondition": link(chassis_uri(ids)),
         }],
     })
 }
@@ -131,8 +132,9 @@ pub(crate) fn stream(bmc: &Bmc) -> Response {
                     Next::End => return None,
                     Next::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
                     Next::Event(raised) => {
+                        let ids = world.ids(at);
                         let body = world.with_rack(at.rack, |rack, _, _| {
-                            event_body(&rack.components[at.component], &raised.condition)
+                            event_body(&rack.components[at.component], &ids, &raised.condition)
                         });
                         Bytes::from(format!("id: {}\ndata: {body}\n\n", raised.condition.id))
                     }

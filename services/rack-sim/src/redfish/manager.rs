@@ -8,12 +8,11 @@ use super::route::ROOT;
 
 /// `GET /redfish/v1/Managers`.
 pub(crate) fn managers(view: &View<'_>) -> Value {
-    let profile = view.component.kind.profile();
     collection(
         &format!("{ROOT}/Managers"),
         "ManagerCollection",
         "Manager Collection",
-        [format!("{ROOT}/Managers/{}", profile.manager)],
+        [format!("{ROOT}/Managers/{}", view.ids.manager)],
     )
 }
 
@@ -22,17 +21,17 @@ pub(crate) fn manager(view: &View<'_>) -> Value {
     let c = view.component;
     let profile = c.kind.profile();
     let mut links =
-        json!({ "ManagerForChassis": [link(format!("{ROOT}/Chassis/{}", profile.chassis))] });
-    if let (Some(system), Some(fields)) = (profile.system, links.as_object_mut()) {
+        json!({ "ManagerForChassis": [link(format!("{ROOT}/Chassis/{}", view.ids.chassis))] });
+    if let (Some(system), Some(fields)) = (view.ids.system.as_deref(), links.as_object_mut()) {
         fields.insert(
             "ManagerForServers".to_owned(),
             json!([link(format!("{ROOT}/Systems/{system}"))]),
         );
     }
     json!({
-        "@odata.id": format!("{ROOT}/Managers/{}", profile.manager),
+        "@odata.id": format!("{ROOT}/Managers/{}", view.ids.manager),
         "@odata.type": "#Manager.v1_19_0.Manager",
-        "Id": profile.manager,
+        "Id": view.ids.manager,
         "Name": "BMC",
         "ManagerType": "BMC",
         "FirmwareVersion": c.firmware.version(profile.manager_firmware).unwrap_or_default(),

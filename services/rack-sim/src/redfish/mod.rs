@@ -120,7 +120,7 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
     .to_owned();
     let method = request.method().clone();
     let profile = world.kind(bmc.at).profile();
-    let route = Route::parse(&path, profile);
+    let route = Route::parse(&path, profile, &world.ids(bmc.at), world.vendor(bmc.at));
     let public = method == Method::GET && route.is_some_and(Route::is_public);
     let config = world.config();
     if !public && !basic_auth_ok(request.headers(), &config.user, &config.password) {
@@ -148,6 +148,7 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
         .unwrap_or_default();
     match route {
         Route::SystemReset | Route::ChassisReset => reset(bmc, &path, &body),
+        Route::DpuReset => system::dpu_reset(bmc, &body),
         _ => simple_update(bmc, &body),
     }
 }
@@ -181,9 +182,12 @@ fn get(route: Route, path: &str, view: &View<'_>) -> Result<Value, RedfishError>
         Route::TaskService => task::task_service(),
         Route::EventService => event::event_service(),
         Route::EventStream => return Err(not_found()),
+        Route::ResetActionInfo => reset::action_info(view),
+        Route::DpuSystem => system::dpu_system(view),
+        Route::BackplaneChassis => chassis::backplane(view),
         Route::Tasks => task::tasks(view),
         Route::Task(id) => task::task(view, id).ok_or_else(not_found)?,
-        Route::SystemReset | Route::ChassisReset | Route::SimpleUpdate => {
+        Route::SystemReset | Route::ChassisReset | Route::DpuReset | Route::SimpleUpdate => {
             return Err(not_found());
         }
     })
@@ -206,7 +210,7 @@ fn reset(bmc: &Bmc, path: &str, body: &[u8]) -> Result<Response, RedfishError> {
         stuck = outcome == ResetOutcome::Stuck,
         "reset accepted"
     );
-    Ok(StatusCode::NO_CONTENT.into_response())
+    Ok(reset::accepted(world.vendor(bmc.at)))
 }
 
 fn simple_update(bmc: &Bmc, body: &[u8]) -> Result<Response, RedfishError> {

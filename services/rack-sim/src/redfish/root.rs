@@ -55,6 +55,9 @@ pub(crate) fn service_root(view: &View<'_>) -> Value {
         "Links": { "Sessions": link(format!("{ROOT}/SessionService/Sessions")) },
     });
     if let Some(fields) = root.as_object_mut() {
+        if view.vendor == crate::vendor::VendorProfile::NoLinks {
+            fields.remove("Links");
+        }
         if let Some(vendor) = profile.vendor {
             fields.insert("Vendor".to_owned(), vendor.into());
         }

@@ -4,6 +4,7 @@
 use axum::http::Method;
 
 use crate::model::{PowerResource, Profile, SHELF_POWER_SUPPLIES};
+use crate::vendor::{BACKPLANE_CHASSIS, DPU_SYSTEM, Ids, VendorProfile};
 
 /// Prefix of every Redfish resource.
 pub(crate) const ROOT: &str = "/redfish/v1";
@@ -55,12 +56,25 @@ pub(crate) enum Route {
     EventService,
     /// `/redfish/v1/EventService/SSE`: the event stream.
     EventStream,
+    /// `…/ResetActionInfo` of the power resource (`action-info`).
+    ResetActionInfo,
+    /// `/redfish/v1/Systems/DPU_0` (`multi-system` trays).
+    DpuSystem,
+    /// `…/DPU_0/Actions/ComputerSystem.Reset`.
+    DpuReset,
+    /// `/redfish/v1/Chassis/Backplane_0` (`multi-system` shelves).
+    BackplaneChassis,
 }
 
 impl Route {
     /// The route of `path` (no query, trailing slash already removed) on a
-    /// BMC of this profile, if it has one.
-    pub(crate) fn parse(path: &str, profile: &Profile) -> Option<Route> {
+    /// BMC of this kind, with these ids and vendor profile, if it has one.
+    pub(crate) fn parse(
+        path: &str,
+        profile: &Profile,
+        ids: &Ids,
+        vendor: VendorProfile,
+    ) -> Option<Route> {
         if path == "/redfish" {
             return Some(Route::Versions);
         }
@@ -70,11 +84,26 @@ impl Route {
         } else {
             rest.strip_prefix('/')?.split('/').collect()
         };
-        let is_system = |id: &str| profile.system == Some(id);
-        let is_chassis = |id: &str| profile.chassis == id;
+        let is_system = |id: &str| ids.system.as_deref() == Some(id);
+        let is_chassis = |id: &str| ids.chassis == id;
         let is_shelf = profile.power_resource == PowerResource::Chassis;
+        let multi = vendor == VendorProfile::MultiSystem;
+        let info = vendor == VendorProfile::ActionInfo;
         Some(match segments.as_slice() {
             [] => Route::ServiceRoot,
+            ["Systems", id] if multi && !is_shelf && *id == DPU_SYSTEM => Route::DpuSystem,
+            ["Systems", id, "Actions", "ComputerSystem.Reset"]
+                if multi && !is_shelf && *id == DPU_SYSTEM =>
+            {
+                Route::DpuReset
+            }
+            ["Chassis", id] if multi && is_shelf && *id == BACKPLANE_CHASSIS => {
+                Route::BackplaneChassis
+            }
+            ["Systems", id, "ResetActionInfo"] if info && is_system(id) => Route::ResetActionInfo,
+            ["Chassis", id, "ResetActionInfo"] if info && is_shelf && is_chassis(id) => {
+                Route::ResetActionInfo
+            }
             ["Systems"] => Route::Systems,
             ["Systems", id] if is_system(id) => Route::System,
             ["Systems", id, "Actions", "ComputerSystem.Reset"] if is_system(id) => {
@@ -99,7 +128,7 @@ impl Route {
                 Route::PowerSupply(n)
             }
             ["Managers"] => Route::Managers,
-            ["Managers", id] if *id == profile.manager => Route::Manager,
+            ["Managers", id] if *id == ids.manager => Route::Manager,
             ["UpdateService"] => Route::UpdateService,
             ["UpdateService", "Actions", "UpdateService.SimpleUpdate"] => Route::SimpleUpdate,
             ["UpdateService", "FirmwareInventory"] => Route::FirmwareInventory,
@@ -118,7 +147,9 @@ impl Route {
     /// The one method the route takes.
     pub(crate) fn method(self) -> Method {
         match self {
-            Route::SystemReset | Route::ChassisReset | Route::SimpleUpdate => Method::POST,
+            Route::SystemReset | Route::ChassisReset | Route::DpuReset | Route::SimpleUpdate => {
+                Method::POST
+            }
             _ => Method::GET,
         }
     }
@@ -142,57 +173,108 @@ mod tests {
     use super::*;
     use crate::model::ComponentKind;
 
+    fn route(path: &str, (kind, ids): &(&Profile, Ids)) -> Option<Route> {
+        Route::parse(path, kind, ids, VendorProfile::Standard)
+    }
+
     #[test]
-    fn routes_depend_on_the_kind() {
+    fn vendor_profiles_rename_and_add_resources() {
         let compute = ComponentKind::Compute.profile();
-        let shelf = ComponentKind::PowerShelf.profile();
-        assert_eq!(
-            Route::parse("/redfish/v1", compute),
-            Some(Route::ServiceRoot)
-        );
+        let uuid = "f1000000-5140-4000-8000-000000000001";
+        let ids = Ids::of(compute, VendorProfile::UuidIds, uuid);
+        let parse = |p: &str, v| Route::parse(p, compute, &Ids::of(compute, v, uuid), v);
         assert_eq!(
             Route::parse(
+                &format!("/redfish/v1/Systems/{uuid}"),
+                compute,
+                &ids,
+                VendorProfile::UuidIds
+            ),
+            Some(Route::System)
+        );
+        assert_eq!(
+            parse("/redfish/v1/Systems/System_0", VendorProfile::UuidIds),
+            None
+        );
+        assert_eq!(
+            parse("/redfish/v1/Systems/DPU_0", VendorProfile::MultiSystem),
+            Some(Route::DpuSystem)
+        );
+        assert_eq!(
+            parse("/redfish/v1/Systems/DPU_0", VendorProfile::Standard),
+            None
+        );
+        assert_eq!(
+            parse(
+                "/redfish/v1/Systems/System_0/ResetActionInfo",
+                VendorProfile::ActionInfo
+            ),
+            Some(Route::ResetActionInfo)
+        );
+        assert_eq!(
+            parse(
+                "/redfish/v1/Systems/System_0/ResetActionInfo",
+                VendorProfile::Standard
+            ),
+            None
+        );
+    }
+
+    #[test]
+    fn routes_depend_on_the_kind() {
+        let compute_kind = ComponentKind::Compute.profile();
+        let shelf_kind = ComponentKind::PowerShelf.profile();
+        let compute = (
+            compute_kind,
+            Ids::of(compute_kind, VendorProfile::Standard, "u"),
+        );
+        let shelf = (
+            shelf_kind,
+            Ids::of(shelf_kind, VendorProfile::Standard, "u"),
+        );
+        let compute = &compute;
+        let shelf = &shelf;
+        assert_eq!(route("/redfish/v1", compute), Some(Route::ServiceRoot));
+        assert_eq!(
+            route(
                 "/redfish/v1/Systems/System_0/Actions/ComputerSystem.Reset",
                 compute
             ),
             Some(Route::SystemReset)
         );
-        assert_eq!(Route::parse("/redfish/v1/Systems/System_0", shelf), None);
+        assert_eq!(route("/redfish/v1/Systems/System_0", shelf), None);
         assert_eq!(
-            Route::parse(
+            route(
                 "/redfish/v1/Chassis/powershelf/PowerSubsystem/PowerSupplies/5",
                 shelf
             ),
             Some(Route::PowerSupply(5))
         );
         assert_eq!(
-            Route::parse(
+            route(
                 "/redfish/v1/Chassis/powershelf/PowerSubsystem/PowerSupplies/6",
                 shelf
             ),
             None
         );
         assert_eq!(
-            Route::parse("/redfish/v1/Chassis/BMC_0/PowerSubsystem", compute),
+            route("/redfish/v1/Chassis/BMC_0/PowerSubsystem", compute),
             None
         );
         assert_eq!(
-            Route::parse("/redfish/v1/UpdateService/FirmwareInventory/UEFI", compute),
+            route("/redfish/v1/UpdateService/FirmwareInventory/UEFI", compute),
             Some(Route::FirmwareMember("UEFI"))
         );
         assert_eq!(
-            Route::parse("/redfish/v1/UpdateService/FirmwareInventory/UEFI", shelf),
+            route("/redfish/v1/UpdateService/FirmwareInventory/UEFI", shelf),
             None
         );
+        assert_eq!(route("/redfish/v1/TaskService/Tasks/007", compute), None);
         assert_eq!(
-            Route::parse("/redfish/v1/TaskService/Tasks/007", compute),
-            None
-        );
-        assert_eq!(
-            Route::parse("/redfish/v1/TaskService/Tasks/7", compute),
+            route("/redfish/v1/TaskService/Tasks/7", compute),
             Some(Route::Task(7))
         );
-        assert_eq!(Route::parse("/redfish/v1x", compute), None);
-        assert_eq!(Route::parse("/other", compute), None);
+        assert_eq!(route("/redfish/v1x", compute), None);
+        assert_eq!(route("/other", compute), None);
     }
 }

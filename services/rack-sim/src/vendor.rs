@@ -1,0 +1,229 @@
+//! Vendor profiles: the ways real BMC firmware departs from the
+//! simulator's standard Redfish service, selected per rack or per
+//! component (`--profile`), so that Flow's managers are tried against each
+//! deviation they must tolerate. The kind of a component (its ids,
+//! firmware, reset values: [`crate::model::Profile`]) stays; a vendor
+//! profile changes only how its BMC presents them.
+//!
+//! | profile | what differs | seen in (public) |
+//! |---|---|---|
+//! | `standard` | nothing: a schema-conforming service; a reset answers `204 No Content` | DSP0266 allows `204` for a successful action |
+//! | `no-links` | the service root has no `Links` (nor `Links/Sessions`) | required by the ServiceRoot schema, yet missing on the independent implementation the interoperability issue was tried against (`flow bmc … power`: `missing field 'Links'`) |
+//! | `uuid-ids` | systems and chassis are named by UUID, not `System_0` | OpenStack sushy-tools (libvirt driver): each System's `Id` is its domain UUID |
+//! | `multi-system` | a DPU system listed before the host (trays), a backplane chassis before the shelf (shelves) | ComputerSystem `SystemType` `DPU` (DMTF ComputerSystem v1.21); servers with BlueField DPUs list the DPU as a second system |
+//! | `action-info` | `@Redfish.ActionInfo` instead of `ResetType@Redfish.AllowableValues` | OpenBMC bmcweb: `#ComputerSystem.Reset` points at `…/ResetActionInfo` |
+//! | `reset-200` | a reset answers `200` with a `Base.Success` message body | OpenBMC bmcweb answers actions `200` with `Base.1.x.Success` |
+
+use std::fmt;
+use std::str::FromStr;
+
+/// How a BMC presents its resources.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VendorProfile {
+    /// The simulator's own, schema-conforming service.
+    #[default]
+    Standard,
+    /// A service root without `Links`.
+    NoLinks,
+    /// Systems and chassis named by UUID.
+    UuidIds,
+    /// A DPU system (trays) or backplane chassis (shelves) listed first.
+    MultiSystem,
+    /// Reset values through `@Redfish.ActionInfo`.
+    ActionInfo,
+    /// `200` with a message body for a reset.
+    Reset200,
+}
+
+impl VendorProfile {
+    /// Every profile, in the table's order.
+    pub const ALL: [VendorProfile; 6] = [
+        VendorProfile::Standard,
+        VendorProfile::NoLinks,
+        VendorProfile::UuidIds,
+        VendorProfile::MultiSystem,
+        VendorProfile::ActionInfo,
+        VendorProfile::Reset200,
+    ];
+
+    /// The name `--profile` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VendorProfile::Standard => "standard",
+            VendorProfile::NoLinks => "no-links",
+            VendorProfile::UuidIds => "uuid-ids",
+            VendorProfile::MultiSystem => "multi-system",
+            VendorProfile::ActionInfo => "action-info",
+            VendorProfile::Reset200 => "reset-200",
+        }
+    }
+}
+
+impl fmt::Display for VendorProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for VendorProfile {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        VendorProfile::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = VendorProfile::ALL.iter().map(|p| p.as_str()).collect();
+                format!("unknown vendor profile {s:?} (known: {})", names.join(", "))
+            })
+    }
+}
+
+/// Which BMCs a profile applies to: every one, a rack's, or one component's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProfileScope {
+    /// Every BMC.
+    All,
+    /// Every BMC of the rack named.
+    Rack(String),
+    /// One component's BMC.
+    Component {
+        /// Its rack.
+        rack: String,
+        /// Its name.
+        component: String,
+    },
+}
+
+/// One `--profile` flag: `<profile>`, `<rack>=<profile>` or
+/// `<rack>/<component>=<profile>`. Later flags win over earlier ones for
+/// the BMCs both cover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileChoice {
+    /// Where it applies.
+    pub scope: ProfileScope,
+    /// The profile.
+    pub profile: VendorProfile,
+}
+
+impl FromStr for ProfileChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let Some((at, name)) = s.split_once('=') else {
+            return Ok(ProfileChoice {
+                scope: ProfileScope::All,
+                profile: s.parse()?,
+            });
+        };
+        let profile = name.parse()?;
+        let scope = match at.split_once('/') {
+            None if !at.is_empty() => ProfileScope::Rack(at.to_owned()),
+            Some((rack, component)) if !rack.is_empty() && !component.is_empty() => {
+                ProfileScope::Component {
+                    rack: rack.to_owned(),
+                    component: component.to_owned(),
+                }
+            }
+            _ => {
+                return Err(format!(
+                    "--profile {s:?}: expected <profile>, <rack>=<profile> or <rack>/<component>=<profile>"
+                ));
+            }
+        };
+        Ok(ProfileChoice { scope, profile })
+    }
+}
+
+/// The profile of one component's BMC under `choices` (the last that
+/// covers it wins; none: standard).
+pub fn profile_of(choices: &[ProfileChoice], rack: &str, component: &str) -> VendorProfile {
+    choices
+        .iter()
+        .rev()
+        .find(|c| match &c.scope {
+            ProfileScope::All => true,
+            ProfileScope::Rack(r) => r == rack,
+            ProfileScope::Component {
+                rack: r,
+                component: n,
+            } => r == rack && n == component,
+        })
+        .map_or(VendorProfile::Standard, |c| c.profile)
+}
+
+/// The DPU system a `multi-system` tray lists before its host.
+pub(crate) const DPU_SYSTEM: &str = "DPU_0";
+/// The backplane chassis a `multi-system` shelf lists before itself.
+pub(crate) const BACKPLANE_CHASSIS: &str = "Backplane_0";
+
+/// The resource ids one BMC serves: its kind's, or UUIDs under `uuid-ids`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Ids {
+    /// The host's ComputerSystem id (none on a shelf).
+    pub(crate) system: Option<String>,
+    /// The component's own Chassis id.
+    pub(crate) chassis: String,
+    /// The Manager id.
+    pub(crate) manager: &'static str,
+}
+
+impl Ids {
+    /// The ids of a BMC of `kind` under `vendor`, whose UUID is `uuid`.
+    pub(crate) fn of(kind: &crate::model::Profile, vendor: VendorProfile, uuid: &str) -> Ids {
+        match vendor {
+            VendorProfile::UuidIds => Ids {
+                system: kind.system.map(|_| uuid.to_owned()),
+                // Another UUID of the same BMC: its first digit changed.
+                chassis: format!("c{}", uuid.get(1..).unwrap_or_default()),
+                manager: kind.manager,
+            },
+            _ => Ids {
+                system: kind.system.map(str::to_owned),
+                chassis: kind.chassis.to_owned(),
+                manager: kind.manager,
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn choices_parse_and_the_last_covering_one_wins() {
+        let choices: Vec<ProfileChoice> = [
+            "no-links",
+            "rack-02=uuid-ids",
+            "rack-02/compute-03=reset-200",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
+        assert_eq!(
+            profile_of(&choices, "rack-01", "compute-03"),
+            VendorProfile::NoLinks
+        );
+        assert_eq!(
+            profile_of(&choices, "rack-02", "compute-01"),
+            VendorProfile::UuidIds
+        );
+        assert_eq!(
+            profile_of(&choices, "rack-02", "compute-03"),
+            VendorProfile::Reset200
+        );
+        assert_eq!(profile_of(&[], "rack-01", "x"), VendorProfile::Standard);
+        for p in VendorProfile::ALL {
+            assert_eq!(p.as_str().parse::<VendorProfile>(), Ok(p));
+        }
+        let e = "rack-01=acme".parse::<ProfileChoice>().unwrap_err();
+        assert!(
+            e.contains("unknown vendor profile \"acme\"") && e.contains("no-links"),
+            "{e}"
+        );
+        let e = "=no-links".parse::<ProfileChoice>().unwrap_err();
+        assert!(e.contains("expected <profile>"), "{e}");
+    }
+}
