@@ -650,6 +650,10 @@ pub enum BmcKind {
 /// `flow bmc <url> …` actions.
 #[derive(Debug, Subcommand)]
 pub enum BmcAction {
+    /// Print what Flow finds at the BMC: service root, systems, chassis,
+    /// reset types, update service, session support, events, and which
+    /// simulator profile it resembles.
+    Probe,
     /// Read the power state.
     PowerStatus,
     /// Send a power operation (power_on, force_power_off, restart, …).

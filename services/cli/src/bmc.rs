@@ -66,6 +66,17 @@ pub async fn run(args: &BmcArgs, out: Output) -> Outcome {
         resource_id: None,
     };
     match &args.action {
+        BmcAction::Probe => match manager.probe(&target).await {
+            Ok(found) => {
+                if out.json {
+                    outln!("{}", json!({"ok": true, "probe": found}));
+                } else {
+                    print_probe(&found);
+                }
+                Outcome::Valid
+            }
+            Err(e) => fail(&e, out),
+        },
         BmcAction::PowerStatus => match manager.power_status(&target).await {
             Ok(s) => {
                 if out.json {
@@ -186,6 +197,60 @@ pub async fn run(args: &BmcArgs, out: Output) -> Outcome {
             }
         }
     }
+}
+
+fn print_probe(p: &flow_redfish::probe::Probe) {
+    let or = |v: &Option<String>| v.clone().unwrap_or_else(|| "-".to_owned());
+    outln!(
+        "service root\tVendor {}, Product {}, Redfish {}{}",
+        or(&p.vendor),
+        or(&p.product),
+        or(&p.redfish_version),
+        if p.root_links { "" } else { ", no Links" }
+    );
+    for (label, members) in [("system", &p.systems), ("chassis", &p.chassis)] {
+        for m in members {
+            let resets = match &m.reset_types {
+                None => "no reset".to_owned(),
+                Some(v) if v.is_empty() => "reset (values not listed)".to_owned(),
+                Some(v) => format!(
+                    "reset {}{}",
+                    v.join(","),
+                    if m.action_info { " (ActionInfo)" } else { "" }
+                ),
+            };
+            outln!(
+                "{label}\t{} ({}), PowerState {}, {resets}",
+                m.odata_id,
+                or(&m.kind),
+                or(&m.power_state)
+            );
+        }
+    }
+    outln!("power resource\t{}", or(&p.power_resource));
+    outln!(
+        "update service\t{}; firmware {}",
+        if p.simple_update {
+            "SimpleUpdate"
+        } else {
+            "no SimpleUpdate"
+        },
+        if p.firmware.is_empty() {
+            "-".to_owned()
+        } else {
+            p.firmware.join(", ")
+        }
+    );
+    outln!(
+        "sessions\t{}",
+        if p.sessions {
+            "SessionService linked"
+        } else {
+            "none"
+        }
+    );
+    outln!("events\t{}", or(&p.events));
+    outln!("resembles\t{}", p.resembles);
 }
 
 fn credentials(args: &BmcArgs) -> Result<(CredentialStore, String), String> {

@@ -120,3 +120,78 @@ async fn flow_bmc_reads_and_drives_a_simulated_bmc() {
     assert_eq!(out.status.code(), Some(2));
     sim.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flow_bmc_probe_reports_what_it_finds_and_the_profile_it_resembles() {
+    let choice = |s: &str| s.parse::<flow_rack_sim::ProfileChoice>().unwrap();
+    let sim = flow_rack_sim::start(SimConfig {
+        admin_port: 0,
+        time_scale: 0.01,
+        initial_power: InitialPower::On,
+        compute: 2,
+        nvswitch: 1,
+        powershelf: 1,
+        profiles: vec![
+            choice("rack-01/compute-02=multi-system"),
+            choice("rack-01/nvswitch-01=action-info"),
+            choice("rack-01/powershelf-01=no-links"),
+        ],
+        ..SimConfig::default()
+    })
+    .await
+    .expect("simulator");
+    let probe = |name: &'static str, kind: &'static str| {
+        let url = sim.bmc_url("rack-01", name).expect("url");
+        async move {
+            let out = flow(
+                &[
+                    "bmc",
+                    &url,
+                    "--user",
+                    "root",
+                    "--password-env",
+                    "FLOW_TEST_BMC_PW",
+                    "--kind",
+                    kind,
+                    "probe",
+                ],
+                "0penBmc",
+            )
+            .await;
+            assert_eq!(out.status.code(), Some(0), "{name}: {:?}", text(&out));
+            text(&out).0
+        }
+    };
+    let standard = probe("compute-01", "compute").await;
+    for line in [
+        "service root\tVendor NVIDIA, Product GB200 NVL, Redfish 1.17.0\n",
+        "system\t/redfish/v1/Systems/System_0 (Physical), PowerState On, reset On,ForceOn,GracefulShutdown,ForceOff,GracefulRestart,ForceRestart,PowerCycle\n",
+        "power resource\t/redfish/v1/Systems/System_0\n",
+        "update service\tSimpleUpdate; firmware FW_BMC_0, UEFI\n",
+        "events\t/redfish/v1/EventService/SSE\n",
+        "resembles\tstandard\n",
+    ] {
+        assert!(standard.contains(line), "missing {line:?} in\n{standard}");
+    }
+    let multi = probe("compute-02", "compute").await;
+    assert!(
+        multi.contains("system\t/redfish/v1/Systems/DPU_0 (DPU)"),
+        "{multi}"
+    );
+    assert!(
+        multi.contains("power resource\t/redfish/v1/Systems/System_0\n"),
+        "{multi}"
+    );
+    assert!(multi.contains("resembles\tmulti-system\n"), "{multi}");
+    let info = probe("nvswitch-01", "nvswitch").await;
+    assert!(info.contains("(ActionInfo)"), "{info}");
+    assert!(info.contains("resembles\taction-info\n"), "{info}");
+    let shelf = probe("powershelf-01", "powershelf").await;
+    assert!(shelf.contains(", no Links\n"), "{shelf}");
+    assert!(
+        shelf.contains("power resource\t/redfish/v1/Chassis/powershelf\n"),
+        "{shelf}"
+    );
+    assert!(shelf.contains("resembles\tno-links\n"), "{shelf}");
+    sim.shutdown().await;
+}

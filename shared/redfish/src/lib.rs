@@ -15,6 +15,7 @@ pub mod kind;
 pub mod lifecycle;
 mod manager;
 mod power;
+pub mod probe;
 
 pub use conn::RequestCap;
 pub use credentials::{BmcCredential, CredentialError, CredentialStore};

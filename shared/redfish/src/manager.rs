@@ -180,6 +180,16 @@ impl RedfishManager {
         self.pool.session(target, self.credential(target)?).await
     }
 
+    /// What Flow finds at the target's BMC (`flow bmc <url> probe`),
+    /// within the per-BMC request cap like every other call.
+    pub async fn probe(
+        &self,
+        target: &ComponentTarget,
+    ) -> Result<crate::probe::Probe, HardwareError> {
+        let session = self.session(target).await?;
+        crate::probe::probe(&session, self.kind).await
+    }
+
     fn lifecycle(&self, capability: Capability) -> Result<&LifecycleClient, HardwareError> {
         self.lifecycle
             .as_ref()
