@@ -27,6 +27,8 @@ pub fn table(reports: &[Report]) -> String {
         "raw JS msg/s",
         "jobs/raw",
         "peak req/BMC",
+        "req/call",
+        "req/component",
     ]);
     for r in reports {
         let ok = r.statuses.get("completed").copied().unwrap_or(0);
@@ -47,6 +49,8 @@ pub fn table(reports: &[Report]) -> String {
             format!("{:.0}", r.raw_jetstream.per_second),
             format!("{:.3}", r.jobs_vs_raw),
             r.peak_requests_per_bmc.to_string(),
+            format!("{:.2}", r.requests_per_call),
+            f1(r.requests_per_component),
         ]);
     }
     t.to_string()

@@ -198,6 +198,11 @@ pub struct Report {
     pub redfish_requests: u64,
     /// Most requests in flight at once at any one BMC.
     pub peak_requests_per_bmc: usize,
+    /// Redfish requests per hardware call (a power command is a state read
+    /// and the POST once the BMC's resource is known; `shared/redfish/src/power.rs`).
+    pub requests_per_call: f64,
+    /// Redfish requests per component the run drove.
+    pub requests_per_component: f64,
     /// The same server's raw JetStream rate.
     pub raw_jetstream: RawRate,
     /// jobs_per_s / raw rate.
@@ -349,6 +354,14 @@ async fn measure(
         calls_per_s: hardware_calls as f64 / secs,
         redfish_requests: sim.requests_total,
         peak_requests_per_bmc: sim.peak_concurrent_requests_per_bmc,
+        requests_per_call: sim.requests_total as f64 / (hardware_calls.max(1) as f64),
+        requests_per_component: sim.requests_total as f64
+            / (sim
+                .racks
+                .iter()
+                .map(|r| r.components.len())
+                .sum::<usize>()
+                .max(1) as f64),
         raw_jetstream: raw,
         jobs_vs_raw: jobs_per_s / raw.per_second,
         writes: Writes::between(&before, &after, step_jobs),
