@@ -439,6 +439,8 @@ impl Cluster {
         let mut all = flow_rack_sim::SimState {
             requests_total: 0,
             peak_concurrent_requests_per_bmc: 0,
+            logins_total: 0,
+            sessions_open: 0,
             racks: Vec::new(),
         };
         for admin in &self.sim_admins {
@@ -451,6 +453,8 @@ impl Cluster {
                 .json()
                 .await?;
             all.requests_total += s.requests_total;
+            all.logins_total += s.logins_total;
+            all.sessions_open += s.sessions_open;
             all.peak_concurrent_requests_per_bmc = all
                 .peak_concurrent_requests_per_bmc
                 .max(s.peak_concurrent_requests_per_bmc);

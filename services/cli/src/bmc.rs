@@ -65,6 +65,18 @@ pub async fn run(args: &BmcArgs, out: Output) -> Outcome {
         credential_ref: reference,
         resource_id: None,
     };
+    let outcome = act(args, &manager, &target, out).await;
+    flow_hardware::ComponentManager::close(&manager).await;
+    outcome
+}
+
+async fn act(
+    args: &BmcArgs,
+    manager: &RedfishManager,
+    target: &ComponentTarget,
+    out: Output,
+) -> Outcome {
+    let target = target.clone();
     match &args.action {
         BmcAction::Probe => match manager.probe(&target).await {
             Ok(found) => {
@@ -241,14 +253,8 @@ fn print_probe(p: &flow_redfish::probe::Probe) {
             p.firmware.join(", ")
         }
     );
-    outln!(
-        "sessions\t{}",
-        if p.sessions {
-            "SessionService linked"
-        } else {
-            "none"
-        }
-    );
+    outln!("sessions\t{}", p.sessions);
+    outln!("auth\t{}", p.auth);
     outln!("events\t{}", or(&p.events));
     outln!("resembles\t{}", p.resembles);
 }

@@ -168,6 +168,8 @@ async fn flow_bmc_probe_reports_what_it_finds_and_the_profile_it_resembles() {
         "system\t/redfish/v1/Systems/System_0 (Physical), PowerState On, reset On,ForceOn,GracefulShutdown,ForceOff,GracefulRestart,ForceRestart,PowerCycle\n",
         "power resource\t/redfish/v1/Systems/System_0\n",
         "update service\tSimpleUpdate; firmware FW_BMC_0, UEFI\n",
+        "sessions\t/redfish/v1/SessionService/Sessions\n",
+        "auth\tsession\n",
         "events\t/redfish/v1/EventService/SSE\n",
         "resembles\tstandard\n",
     ] {

@@ -9,6 +9,7 @@
 //! | `DELETE /admin/v1/faults` | `200` `[]` |
 //! | `DELETE /admin/v1/faults/{id}` | `200` the new list; `404` if absent |
 //! | `POST /admin/v1/reset` | `204`; every component back to its initial state |
+//! | `POST /admin/v1/sessions/expire` | `200` `{"expired": n}`: every BMC drops its Redfish sessions |
 //! | `POST /admin/v1/racks/{rack}/components/{component}/conditions` (`{"kind": "leak" \| "over_temperature"}`) | `200` the [`Condition`] (the one already raised, if any); `400` if invalid; `404` for an unknown component |
 //! | `DELETE /admin/v1/racks/{rack}/components/{component}/conditions` | `200` `{"cleared": n}` |
 
@@ -38,6 +39,7 @@ pub(crate) fn router(world: Arc<World>) -> Router {
         )
         .route("/admin/v1/faults/{id}", delete(remove_fault))
         .route("/admin/v1/reset", post(reset))
+        .route("/admin/v1/sessions/expire", post(expire_sessions))
         .route(
             "/admin/v1/racks/{rack}/components/{component}/conditions",
             post(raise_condition).delete(clear_conditions),
@@ -46,6 +48,12 @@ pub(crate) fn router(world: Arc<World>) -> Router {
         .fallback(|| async { ApiError::NotFound("no such admin or lifecycle path".to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(world)
+}
+
+async fn expire_sessions(State(world): State<Arc<World>>) -> Response {
+    let expired = world.sessions.expire_all();
+    tracing::info!(expired, "sessions expired");
+    Json(serde_json::json!({ "expired": expired })).into_response()
 }
 
 #[derive(serde::Deserialize)]

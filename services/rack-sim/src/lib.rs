@@ -32,6 +32,11 @@
 //! (\* primary member: updated when `Targets` is absent or empty; its
 //! initial version is the inventory's `firmware_version`.)
 //!
+//! Vendor profiles ([`VendorProfile`], `--profile`, per rack or component)
+//! change how a BMC presents these: no `Links` on the root, UUID ids, a DPU
+//! system or backplane chassis listed first, reset values through an
+//! ActionInfo, `200` for a reset.
+//!
 //! Resets (`POST <target>` with `{"ResetType": "<v>"}`): `204` when
 //! accepted; `400 ActionParameterMissing` for a body that is not a JSON
 //! object or lacks `ResetType`; `400 ActionParameterValueNotInList` for a
@@ -106,6 +111,7 @@ mod lifecycle;
 mod model;
 mod redfish;
 mod server;
+mod sessions;
 mod state;
 mod sync;
 mod vendor;
@@ -230,6 +236,10 @@ pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
             open,
             listening: world.endpoint(at).listening.clone(),
             shutdown: shutdown_rx.clone(),
+            on_close: Some(Box::new({
+                let world = world.clone();
+                move || world.sessions.drop_bmc(at)
+            })),
         };
         tasks.push(tokio::spawn(task.run(initial)));
     }
@@ -242,6 +252,7 @@ pub async fn start(config: SimConfig) -> Result<Simulator, SimError> {
         open: admin_open_rx,
         listening: watch::Sender::new(false),
         shutdown: shutdown_rx.clone(),
+        on_close: None,
     };
     tasks.push(tokio::spawn(admin.run(Some(admin_listener))));
     tasks.push(tokio::spawn(drive(world.clone(), shutdown_rx)));

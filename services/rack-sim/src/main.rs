@@ -68,7 +68,8 @@ struct Args {
     faults: Option<PathBuf>,
     /// A vendor profile: PROFILE for every BMC, RACK=PROFILE or
     /// RACK/COMPONENT=PROFILE (repeatable; later flags win). Profiles:
-    /// standard, no-links, uuid-ids, multi-system, action-info, reset-200.
+    /// standard, no-links, uuid-ids, multi-system, action-info, session-only,
+    /// reset-200.
     #[arg(long = "profile", value_name = "[RACK[/COMPONENT]=]PROFILE")]
     profiles: Vec<flow_rack_sim::ProfileChoice>,
     /// Override a duration, e.g. --timing bmc_boot=2s (repeatable).

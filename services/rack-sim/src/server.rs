@@ -102,6 +102,9 @@ pub(crate) struct Listener {
     pub(crate) listening: watch::Sender<bool>,
     /// Turns `true` (or is dropped) when the simulator stops.
     pub(crate) shutdown: watch::Receiver<bool>,
+    /// Called each time the listener closes because its switch turned off
+    /// (a BMC going down forgets its sessions).
+    pub(crate) on_close: Option<Box<dyn Fn() + Send + Sync>>,
 }
 
 impl Listener {
@@ -132,6 +135,9 @@ impl Listener {
             self.listening.send_replace(false);
             if !keep_running {
                 return;
+            }
+            if let Some(on_close) = &self.on_close {
+                on_close();
             }
             tracing::debug!(bmc = %self.label, addr = %self.addr, "listener closed");
         }

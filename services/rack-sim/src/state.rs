@@ -18,6 +18,12 @@ pub struct SimState {
     /// start or the last admin reset.
     #[serde(default)]
     pub peak_concurrent_requests_per_bmc: usize,
+    /// Redfish session logins since start.
+    #[serde(default)]
+    pub logins_total: u64,
+    /// Redfish sessions open now, across every BMC.
+    #[serde(default)]
+    pub sessions_open: usize,
     /// Racks in order.
     pub racks: Vec<RackState>,
 }
@@ -168,6 +174,8 @@ pub(crate) fn snapshot(world: &World) -> SimState {
     SimState {
         requests_total: world.requests.total(),
         peak_concurrent_requests_per_bmc: world.requests.peak_per_bmc(),
+        logins_total: world.sessions.logins(),
+        sessions_open: world.sessions.open_count(),
         racks,
     }
 }

@@ -12,6 +12,7 @@
 //! | `uuid-ids` | systems and chassis are named by UUID, not `System_0` | OpenStack sushy-tools (libvirt driver): each System's `Id` is its domain UUID |
 //! | `multi-system` | a DPU system listed before the host (trays), a backplane chassis before the shelf (shelves) | ComputerSystem `SystemType` `DPU` (DMTF ComputerSystem v1.21); servers with BlueField DPUs list the DPU as a second system |
 //! | `action-info` | `@Redfish.ActionInfo` instead of `ResetType@Redfish.AllowableValues` | OpenBMC bmcweb: `#ComputerSystem.Reset` points at `…/ResetActionInfo` |
+//! | `session-only` | HTTP Basic is refused: only a Redfish session's `X-Auth-Token` is accepted | DSP0266 lets a service require sessions; OpenBMC bmcweb can turn Basic off (`AuthMethods` `BasicAuth` false) |
 //! | `reset-200` | a reset answers `200` with a `Base.Success` message body | OpenBMC bmcweb answers actions `200` with `Base.1.x.Success` |
 
 use std::fmt;
@@ -32,18 +33,21 @@ pub enum VendorProfile {
     MultiSystem,
     /// Reset values through `@Redfish.ActionInfo`.
     ActionInfo,
+    /// Only session tokens, no HTTP Basic.
+    SessionOnly,
     /// `200` with a message body for a reset.
     Reset200,
 }
 
 impl VendorProfile {
     /// Every profile, in the table's order.
-    pub const ALL: [VendorProfile; 6] = [
+    pub const ALL: [VendorProfile; 7] = [
         VendorProfile::Standard,
         VendorProfile::NoLinks,
         VendorProfile::UuidIds,
         VendorProfile::MultiSystem,
         VendorProfile::ActionInfo,
+        VendorProfile::SessionOnly,
         VendorProfile::Reset200,
     ];
 
@@ -55,6 +59,7 @@ impl VendorProfile {
             VendorProfile::UuidIds => "uuid-ids",
             VendorProfile::MultiSystem => "multi-system",
             VendorProfile::ActionInfo => "action-info",
+            VendorProfile::SessionOnly => "session-only",
             VendorProfile::Reset200 => "reset-200",
         }
     }

@@ -126,6 +126,8 @@ pub(crate) struct World {
     pub(crate) resets: crate::gauge::ResetGauge,
     /// Redfish requests: total and peak in flight at one BMC.
     pub(crate) requests: crate::gauge::RequestGauge,
+    /// Redfish sessions of every BMC.
+    pub(crate) sessions: crate::sessions::Sessions,
     wake: Notify,
     /// Conditions as they are raised (the compute trays' SSE streams).
     pub(crate) events: broadcast::Sender<Arc<RaisedEvent>>,
@@ -194,6 +196,7 @@ impl World {
             faults: Faults::default(),
             resets: crate::gauge::ResetGauge::default(),
             requests: crate::gauge::RequestGauge::default(),
+            sessions: crate::sessions::Sessions::default(),
             wake: Notify::new(),
             events: broadcast::Sender::new(EVENT_BUFFER),
             next_condition: AtomicU64::new(1),

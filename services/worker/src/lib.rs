@@ -136,5 +136,7 @@ pub async fn run_with_metrics(
     };
     pull::run(consumer, config.max_jobs, shared, stop).await;
     watcher.abort();
+    // Every job has ended or been handed back: log out of the BMCs.
+    registry.close_all().await;
     Ok(())
 }

@@ -233,6 +233,10 @@ pub trait ComponentManager: Send + Sync {
         Err(self.unsupported(Capability::DecommissionStatus))
     }
 
+    /// Ends what the manager holds open at devices (Redfish sessions), once,
+    /// when its process stops; nothing by default.
+    async fn close(&self) {}
+
     /// The typed "not supported" error for this manager.
     fn unsupported(&self, capability: Capability) -> HardwareError {
         let d = self.descriptor();

@@ -46,6 +46,13 @@ impl ManagerRegistry {
         Ok(manager)
     }
 
+    /// Closes every manager ([`ComponentManager::close`]).
+    pub async fn close_all(&self) {
+        for manager in self.managers.values() {
+            manager.close().await;
+        }
+    }
+
     /// The types with a manager.
     pub fn types(&self) -> impl Iterator<Item = ComponentType> + '_ {
         self.managers.keys().copied()

@@ -51,12 +51,42 @@ fn repairs() -> Vec<UserRule> {
     )]
 }
 
+/// Where a BMC takes logins when its root does not say otherwise.
+pub const SESSIONS_PATH: &str = "/redfish/v1/SessionService/Sessions";
+
 /// One BMC's shared state.
 pub struct BmcHandle {
+    base: Url,
     permits: Arc<Semaphore>,
     root: tokio::sync::Mutex<Option<ServiceRoot<Bmc>>>,
     /// The power resource, once discovered.
     pub power: Mutex<Option<Arc<crate::discover::PowerTarget>>>,
+    /// The Redfish session, once logged in; its lock also makes one login
+    /// at a time per BMC.
+    token: tokio::sync::Mutex<Option<SessionToken>>,
+    /// The BMC has no SessionService: HTTP Basic from now on.
+    basic_only: std::sync::atomic::AtomicBool,
+}
+
+/// A Redfish session: its token and, for the logout, its URI.
+#[derive(Clone)]
+struct SessionToken {
+    token: flow_config::Secret,
+    location: Option<String>,
+}
+
+/// How one request authenticates.
+#[derive(Clone)]
+enum Auth {
+    Basic,
+    Token(flow_config::Secret),
+}
+
+/// One exchange as [`Session::send`] reads it.
+struct Exchange {
+    reply: Reply,
+    retry_after: Option<Duration>,
+    token: Option<String>,
 }
 
 /// What a raw request got: its status, its `Location` and its body.
@@ -127,15 +157,58 @@ impl BmcPool {
         }
     }
 
-    fn handle(&self, url: &str) -> Arc<BmcHandle> {
+    fn handle(&self, url: &str, base: &Url) -> Arc<BmcHandle> {
         let mut handles = self.handles.lock().unwrap_or_else(|e| e.into_inner());
         Arc::clone(handles.entry(url.to_owned()).or_insert_with(|| {
             Arc::new(BmcHandle {
+                base: base.clone(),
                 permits: Arc::new(Semaphore::new(self.max_per_bmc)),
                 root: tokio::sync::Mutex::new(None),
                 power: Mutex::new(None),
+                token: tokio::sync::Mutex::new(None),
+                basic_only: std::sync::atomic::AtomicBool::new(false),
             })
         }))
+    }
+
+    /// Logs out of every Redfish session the pool holds (at shutdown), each
+    /// within its BMC's request cap; how many logouts the BMCs accepted.
+    pub async fn logout_all(&self) -> usize {
+        let handles: Vec<Arc<BmcHandle>> = self
+            .handles
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .cloned()
+            .collect();
+        let mut done = 0;
+        for handle in handles {
+            let Ok(_permit) = Arc::clone(&handle.permits).acquire_owned().await else {
+                continue;
+            };
+            let Some(session) = handle.token.lock().await.take() else {
+                continue;
+            };
+            let Some(location) = &session.location else {
+                continue;
+            };
+            let mut url = handle.base.clone();
+            url.set_path(location);
+            let sent = self
+                .http
+                .delete(url)
+                .header("X-Auth-Token", session.token.expose())
+                .send()
+                .await;
+            match sent {
+                Ok(r) if r.status().is_success() => done += 1,
+                Ok(r) => {
+                    tracing::debug!(bmc = %handle.base, status = r.status().as_u16(), "logout refused")
+                }
+                Err(e) => tracing::debug!(bmc = %handle.base, error = %e, "logout failed"),
+            }
+        }
+        done
     }
 
     /// Waits for a permit on the target's BMC, then for one of the whole
@@ -152,7 +225,7 @@ impl BmcPool {
                 target.name, target.bmc_url
             ))
         })?;
-        let handle = self.handle(&target.bmc_url);
+        let handle = self.handle(&target.bmc_url, &base);
         let permit = Arc::clone(&handle.permits)
             .acquire_owned()
             .await
@@ -176,19 +249,24 @@ impl BmcPool {
 impl Session<'_> {
     /// The nv-redfish service root, read once per BMC and kept.
     pub async fn root(&self) -> Result<ServiceRoot<Bmc>, HardwareError> {
-        let mut cached = self.handle.root.lock().await;
-        if let Some(root) = cached.as_ref() {
+        if let Some(root) = self.handle.root.lock().await.as_ref() {
             return Ok(root.clone());
         }
+        // Not under the root's lock: a login clears it.
+        let auth = self.auth().await?;
         let client = NvClient::with_client(self.http.clone());
+        let credentials = match auth {
+            Auth::Token(token) => BmcCredentials::token(token.expose().to_owned()),
+            Auth::Basic => BmcCredentials::new(
+                self.credential.user.clone(),
+                self.credential.password.expose().to_owned(),
+            ),
+        };
         let bmc = RulesBmc::new(
             HttpBmc::new(
                 client,
                 self.base.clone(),
-                BmcCredentials::new(
-                    self.credential.user.clone(),
-                    self.credential.password.expose().to_owned(),
-                ),
+                credentials,
                 CacheSettings::default(),
             ),
             repairs(),
@@ -196,7 +274,7 @@ impl Session<'_> {
         let root = ServiceRoot::new(Arc::new(bmc))
             .await
             .map_err(|e| crate::manager::nv_error(self.target, "read the service root", &e))?;
-        *cached = Some(root.clone());
+        *self.handle.root.lock().await = Some(root.clone());
         Ok(root)
     }
 
@@ -222,37 +300,27 @@ impl Session<'_> {
         body: Option<&Value>,
     ) -> Result<Reply, HardwareError> {
         let url = self.url(path);
-        let mut tries = 0;
+        let mut waits = 0;
+        let mut relogged = false;
         loop {
-            let mut request = self.http.request(method.clone(), url.clone()).basic_auth(
-                &self.credential.user,
-                Some(self.credential.password.expose()),
-            );
-            if let Some(body) = body {
-                request = request.json(body);
+            let auth = self.auth().await?;
+            let reply = self.once(method.clone(), &url, body, &auth).await?;
+            if reply.reply.status == 401
+                && let Auth::Token(token) = &auth
+                && !relogged
+            {
+                // The BMC dropped the session (timeout, reboot): log in again, once.
+                relogged = true;
+                tracing::info!(path, "session refused (401); logging in again");
+                self.forget_session(token).await;
+                continue;
             }
-            let response = request
-                .send()
-                .await
-                .map_err(|e| crate::manager::transport_error(self.target, &url, &e))?;
-            let status = response.status().as_u16();
-            let retry_after = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.trim().parse::<u64>().ok())
-                .map(Duration::from_secs);
-            let location = response
-                .headers()
-                .get(reqwest::header::LOCATION)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            let text = response.text().await.unwrap_or_default();
-            match retry_after {
-                Some(wait)
-                    if status == 503 && wait <= MAX_RETRY_AFTER && tries < RETRY_AFTER_TRIES =>
-                {
-                    tries += 1;
+            let wait = reply.retry_after.filter(|w| {
+                reply.reply.status == 503 && *w <= MAX_RETRY_AFTER && waits < RETRY_AFTER_TRIES
+            });
+            match wait {
+                Some(wait) => {
+                    waits += 1;
                     tracing::debug!(
                         path,
                         wait_s = wait.as_secs(),
@@ -260,14 +328,148 @@ impl Session<'_> {
                     );
                     tokio::time::sleep(wait).await;
                 }
-                _ => {
-                    return Ok(Reply {
-                        status,
-                        location,
-                        body: text,
-                    });
-                }
+                None => return Ok(reply.reply),
             }
+        }
+    }
+
+    /// One HTTP exchange.
+    async fn once(
+        &self,
+        method: reqwest::Method,
+        url: &Url,
+        body: Option<&Value>,
+        auth: &Auth,
+    ) -> Result<Exchange, HardwareError> {
+        let mut request = self.http.request(method, url.clone());
+        request = match auth {
+            Auth::Basic => request.basic_auth(
+                &self.credential.user,
+                Some(self.credential.password.expose()),
+            ),
+            Auth::Token(token) => request.header("X-Auth-Token", token.expose()),
+        };
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        self.exchange(request, url).await
+    }
+
+    async fn exchange(
+        &self,
+        request: reqwest::RequestBuilder,
+        url: &Url,
+    ) -> Result<Exchange, HardwareError> {
+        let response = request
+            .send()
+            .await
+            .map_err(|e| crate::manager::transport_error(self.target, url, &e))?;
+        let status = response.status().as_u16();
+        let header = |name: reqwest::header::HeaderName| {
+            response
+                .headers()
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .map(str::to_owned)
+        };
+        let retry_after = header(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(Duration::from_secs);
+        let location = header(reqwest::header::LOCATION);
+        let token = header(reqwest::header::HeaderName::from_static("x-auth-token"));
+        let body = response.text().await.unwrap_or_default();
+        Ok(Exchange {
+            reply: Reply {
+                status,
+                location,
+                body,
+            },
+            retry_after,
+            token,
+        })
+    }
+
+    /// How the next request authenticates: Basic when the credential says
+    /// so or the BMC has no SessionService; otherwise the BMC's session,
+    /// logging in first when there is none (within this call's permit, so
+    /// the per-BMC cap counts the login).
+    async fn auth(&self) -> Result<Auth, HardwareError> {
+        use std::sync::atomic::Ordering;
+        if self.credential.auth == crate::AuthMode::Basic
+            || self.handle.basic_only.load(Ordering::Relaxed)
+        {
+            return Ok(Auth::Basic);
+        }
+        let mut held = self.handle.token.lock().await;
+        if let Some(session) = held.as_ref() {
+            return Ok(Auth::Token(session.token.clone()));
+        }
+        let url = self.url(SESSIONS_PATH);
+        let login = serde_json::json!({
+            "UserName": self.credential.user,
+            "Password": self.credential.password.expose(),
+        });
+        let answer = self
+            .exchange(self.http.post(url.clone()).json(&login), &url)
+            .await?;
+        match (answer.reply.status, answer.token) {
+            (200..=299, Some(token)) => {
+                tracing::debug!(bmc = %self.base, "logged in (Redfish session)");
+                let token = flow_config::Secret::new(token);
+                *held = Some(SessionToken {
+                    token: token.clone(),
+                    location: answer.reply.location,
+                });
+                // An nv-redfish root built with other credentials is stale.
+                *self.handle.root.lock().await = None;
+                Ok(Auth::Token(token))
+            }
+            (404 | 405 | 501, _) => {
+                tracing::info!(bmc = %self.base, status = answer.reply.status, "no SessionService; HTTP Basic from now on");
+                self.handle.basic_only.store(true, Ordering::Relaxed);
+                Ok(Auth::Basic)
+            }
+            (200..=299, None) => Err(HardwareError::Protocol {
+                component: self.target.name.clone(),
+                action: "log in (Redfish session)".to_owned(),
+                detail: format!("HTTP {} without an X-Auth-Token", answer.reply.status),
+            }),
+            _ => Err(self.refused("log in (Redfish session)", &answer.reply)),
+        }
+    }
+
+    /// Drops the BMC's session if it is still `token` (another call may
+    /// have logged in again already).
+    async fn forget_session(&self, token: &flow_config::Secret) {
+        let mut held = self.handle.token.lock().await;
+        if held
+            .as_ref()
+            .is_some_and(|s| s.token.expose() == token.expose())
+        {
+            *held = None;
+        }
+    }
+
+    /// How this BMC's requests authenticate now: `session` or `basic`.
+    pub async fn auth_in_use(&self) -> &'static str {
+        match self.auth().await {
+            Ok(Auth::Token(_)) => "session",
+            _ => "basic",
+        }
+    }
+
+    /// After a `401` through nv-redfish: whether the call used a session,
+    /// which is then dropped (and the root built on it) so that the next
+    /// call logs in again.
+    pub async fn session_refused(&self) -> bool {
+        let held = self.handle.token.lock().await.clone();
+        match held {
+            Some(session) => {
+                self.forget_session(&session.token).await;
+                *self.handle.root.lock().await = None;
+                true
+            }
+            None => false,
         }
     }
 
@@ -333,6 +535,7 @@ mod tests {
         BmcCredential {
             user: "u".into(),
             password: Secret::new("p"),
+            auth: crate::AuthMode::Basic,
         }
     }
 

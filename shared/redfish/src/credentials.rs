@@ -16,6 +16,21 @@ pub struct BmcCredential {
     pub user: String,
     /// Password.
     pub password: Secret,
+    /// How requests authenticate with it.
+    pub auth: AuthMode,
+}
+
+/// How a credential authenticates at a BMC (`auth:` in the credentials
+/// file).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// A Redfish session (`SessionService` login, `X-Auth-Token`), reused
+    /// across requests; HTTP Basic where the BMC has no SessionService.
+    #[default]
+    Session,
+    /// HTTP Basic on every request.
+    Basic,
 }
 
 /// Credentials by reference.
@@ -35,6 +50,8 @@ struct FileEntry {
     password_env: Option<String>,
     #[serde(default)]
     password_file: Option<std::path::PathBuf>,
+    #[serde(default)]
+    auth: AuthMode,
 }
 
 /// Why a credentials file cannot be used.
@@ -78,8 +95,16 @@ impl CredentialStore {
             BmcCredential {
                 user: user.into(),
                 password,
+                auth: AuthMode::default(),
             },
         );
+    }
+
+    /// Sets how a configured reference authenticates.
+    pub fn set_auth(&mut self, reference: &str, auth: AuthMode) {
+        if let Some(c) = self.by_ref.get_mut(reference) {
+            c.auth = auth;
+        }
     }
 
     /// A store with one credential.
@@ -104,8 +129,11 @@ impl CredentialStore {
     /// ```yaml
     /// sim-bmc: {user: root, password_env: FLOW_SIM_BMC_PASSWORD}
     /// rack-01-bmc: {user: admin, password_file: /run/secrets/rack-01}
-    /// lab: {user: root, password: 0penBmc}   # plain text: labs only
+    /// lab: {user: root, password: 0penBmc, auth: basic}   # plain text: labs only
     /// ```
+    ///
+    /// `auth`: `session` (default: a Redfish session, HTTP Basic where the
+    /// BMC has no SessionService) or `basic`.
     ///
     /// Exactly one of `password`, `password_env`, `password_file` per entry.
     pub fn from_yaml_file(
@@ -147,7 +175,8 @@ impl CredentialStore {
                     ));
                 }
             };
-            store.insert(reference, entry.user, password);
+            store.insert(reference.clone(), entry.user, password);
+            store.set_auth(&reference, entry.auth);
         }
         Ok(store)
     }
@@ -167,7 +196,7 @@ mod tests {
         std::fs::write(
             &file,
             format!(
-                "a: {{user: root, password_env: PW_A}}\nb: {{user: admin, password_file: {}}}\nc: {{user: u, password: plain}}\n",
+                "a: {{user: root, password_env: PW_A}}\nb: {{user: admin, password_file: {}}}\nc: {{user: u, password: plain, auth: basic}}\n",
                 secret_file.display()
             ),
         )
@@ -179,6 +208,8 @@ mod tests {
         assert_eq!(store.get("a").unwrap().password.expose(), "from-env");
         assert_eq!(store.get("b").unwrap().password.expose(), "from-file");
         assert_eq!(store.get("c").unwrap().user, "u");
+        assert_eq!(store.get("c").unwrap().auth, AuthMode::Basic);
+        assert_eq!(store.get("a").unwrap().auth, AuthMode::Session);
         assert!(!format!("{store:?}").contains("from-env"));
         std::fs::write(&file, "a: {user: root}\n").unwrap();
         let e = CredentialStore::from_yaml_file(&file, &|_| None)

@@ -18,7 +18,7 @@ mod power;
 pub mod probe;
 
 pub use conn::RequestCap;
-pub use credentials::{BmcCredential, CredentialError, CredentialStore};
+pub use credentials::{AuthMode, BmcCredential, CredentialError, CredentialStore};
 pub use manager::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONCURRENT_PER_BMC, DEFAULT_MAX_REQUESTS,
     DEFAULT_REQUEST_TIMEOUT, IDLE_CONNECTION_TIMEOUT, RedfishManager, RedfishSettings,

@@ -226,7 +226,14 @@ impl ComponentManager for RedfishManager {
         request: &FirmwareRequest,
     ) -> Result<FirmwareStart, HardwareError> {
         let session = self.session(target).await?;
-        firmware::start(&session, self.kind, request).await
+        match firmware::start(&session, self.kind, request).await {
+            // A session the BMC dropped, met through nv-redfish: the
+            // request was refused, not run; once more with a new login.
+            Err(e) if refused_session(&e) && session.session_refused().await => {
+                firmware::start(&session, self.kind, request).await
+            }
+            other => other,
+        }
     }
 
     #[tracing::instrument(skip_all, fields(component = %target.name, rack = %target.rack))]
@@ -236,7 +243,19 @@ impl ComponentManager for RedfishManager {
         job: Option<&FirmwareJob>,
     ) -> Result<FirmwareStatus, HardwareError> {
         let session = self.session(target).await?;
-        firmware::status(&session, job).await
+        match firmware::status(&session, job).await {
+            Err(e) if refused_session(&e) && session.session_refused().await => {
+                firmware::status(&session, job).await
+            }
+            other => other,
+        }
+    }
+
+    async fn close(&self) {
+        let n = self.pool.logout_all().await;
+        if n > 0 {
+            tracing::info!(sessions = n, component_type = %self.descriptor.component_type, "logged out of Redfish sessions");
+        }
     }
 
     async fn decommission(
@@ -256,6 +275,11 @@ impl ComponentManager for RedfishManager {
             .status(target)
             .await
     }
+}
+
+/// Whether an error is a BMC's `401`.
+fn refused_session(e: &HardwareError) -> bool {
+    matches!(e, HardwareError::Http { status: 401, .. })
 }
 
 /// The message of a Redfish error body, or the start of any other body.

@@ -49,8 +49,12 @@ pub struct Probe {
     pub simple_update: bool,
     /// Firmware inventory member ids.
     pub firmware: Vec<String>,
-    /// The root links a SessionService (Flow logs in with Basic today).
-    pub sessions: bool,
+    /// Sessions: where the root links them and whether that answers.
+    pub sessions: String,
+    /// How Flow's requests authenticated: `session` (a Redfish session
+    /// login) or `basic` (HTTP Basic: the credential says so, or the BMC
+    /// has no SessionService).
+    pub auth: &'static str,
     /// The EventService's `ServerSentEventUri`, if it has one.
     pub events: Option<String>,
     /// The simulator profile it resembles most.
@@ -149,6 +153,23 @@ async fn members(
     Ok((out, power))
 }
 
+/// Where the root links sessions, and whether that link answers.
+async fn sessions(session: &Session<'_>, root: &Value) -> String {
+    let link = root["Links"]["Sessions"]["@odata.id"]
+        .as_str()
+        .or_else(|| root["SessionService"]["@odata.id"].as_str());
+    match link {
+        None => "none linked".to_owned(),
+        Some(uri) => match session.get_json(uri, "read the sessions").await {
+            Ok(_) => uri.to_owned(),
+            Err(HardwareError::Http { status, .. }) => {
+                format!("{uri} linked, but it answers HTTP {status}")
+            }
+            Err(e) => format!("{uri} linked, but unreadable: {e}"),
+        },
+    }
+}
+
 /// Reads what [`Probe`] lists from the session's BMC, for a component of
 /// `kind`.
 pub(crate) async fn probe(session: &Session<'_>, kind: Kind) -> Result<Probe, HardwareError> {
@@ -219,7 +240,8 @@ pub(crate) async fn probe(session: &Session<'_>, kind: Kind) -> Result<Probe, Ha
         power_resource,
         simple_update,
         firmware,
-        sessions: root["SessionService"].is_object() || root["Links"]["Sessions"].is_object(),
+        sessions: sessions(session, &root).await,
+        auth: session.auth_in_use().await,
         events,
         resembles: "standard",
     };

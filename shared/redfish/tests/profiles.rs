@@ -26,6 +26,14 @@ struct Env {
 
 impl Env {
     async fn new(profile: VendorProfile) -> Env {
+        Self::with_credentials(
+            profile,
+            CredentialStore::single("sim-bmc", "root", "0penBmc"),
+        )
+        .await
+    }
+
+    async fn with_credentials(profile: VendorProfile, credentials: CredentialStore) -> Env {
         let sim = flow_rack_sim::start(SimConfig {
             admin_port: 0,
             time_scale: 0.01,
@@ -41,7 +49,7 @@ impl Env {
         })
         .await
         .expect("simulator starts");
-        let credentials = Arc::new(CredentialStore::single("sim-bmc", "root", "0penBmc"));
+        let credentials = Arc::new(credentials);
         let registry =
             flow_redfish::registry(&RedfishSettings::default(), credentials, None).unwrap();
         let rack = sim.inventory().into_iter().next().expect("one rack");
@@ -104,6 +112,16 @@ impl Env {
             other => panic!("{name} {op:?}: expected {reset} issued, got {other:?}"),
         }
         self.wait_for(name, end).await;
+    }
+
+    /// Every BMC drops its sessions.
+    async fn sim_expire(&self) {
+        let r = reqwest::Client::new()
+            .post(format!("{}/admin/v1/sessions/expire", self.sim.admin_url()))
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success());
     }
 
     /// Resets the simulator recorded on a component's own power resource.
@@ -192,6 +210,10 @@ async fn every_action(profile: VendorProfile) {
         .await;
     env.command(shelf, P::PowerOn, "On", PowerStatus::On).await;
     assert_eq!(env.resets(shelf), ["ForceOff", "On"], "{profile}");
+    // One session per BMC, reused by every request; logged out on close.
+    assert_eq!(env.sim.state().logins_total, 3, "{profile}");
+    env.registry.close_all().await;
+    assert_eq!(env.sim.state().sessions_open, 0, "{profile}: logged out");
     env.sim.shutdown().await;
 }
 
@@ -210,11 +232,80 @@ profile_tests! {
     uuid_ids_profile_every_action => VendorProfile::UuidIds,
     multi_system_profile_every_action => VendorProfile::MultiSystem,
     action_info_profile_every_action => VendorProfile::ActionInfo,
+    session_only_profile_every_action => VendorProfile::SessionOnly,
     reset_200_profile_every_action => VendorProfile::Reset200,
 }
 
 #[test]
 fn every_profile_has_a_test() {
     // A profile added to the simulator without a line above fails here.
-    assert_eq!(VendorProfile::ALL.len(), 6);
+    assert_eq!(VendorProfile::ALL.len(), 7);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_session_is_replaced_mid_task_without_a_failed_call() {
+    let env = Env::new(VendorProfile::SessionOnly).await;
+    let tray = "compute-01";
+    env.command(tray, P::PowerOff, "GracefulShutdown", PowerStatus::Off)
+        .await;
+    // An update under way when the BMC drops every session.
+    let (m, t) = env.manager(tray);
+    let request = FirmwareRequest {
+        image_uri: "http://images.local/bmc.bin?version=26.01-1".into(),
+        version: Some("26.01-1".into()),
+        targets: vec![],
+        sub_targets: Vec::new(),
+    };
+    let FirmwareStart::Started(job) = m.firmware_update(t, &request).await.unwrap() else {
+        panic!("expected a started update");
+    };
+    let expired: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/admin/v1/sessions/expire", env.sim.admin_url()))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(expired["expired"], 1, "{expired}");
+    // The task poll (plain JSON) and the inventory (nv-redfish) both log in
+    // again on the 401 and answer.
+    let deadline = Instant::now() + WAIT;
+    loop {
+        let s = m
+            .firmware_status(t, Some(&job))
+            .await
+            .expect("no failed call after the drop");
+        if s.state == FirmwareState::Completed {
+            break;
+        }
+        assert_ne!(s.state, FirmwareState::Failed, "{s:?}");
+        assert!(Instant::now() < deadline, "update never finished: {s:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Power after the drop as well.
+    env.sim_expire().await;
+    env.command(tray, P::PowerOn, "On", PowerStatus::On).await;
+    assert_eq!(
+        env.sim.state().logins_total,
+        3,
+        "one login, and one after each drop"
+    );
+    env.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn basic_auth_where_a_bmc_takes_only_sessions_is_a_permanent_401() {
+    let mut credentials = CredentialStore::single("sim-bmc", "root", "0penBmc");
+    credentials.set_auth("sim-bmc", flow_redfish::AuthMode::Basic);
+    let env = Env::with_credentials(VendorProfile::SessionOnly, credentials).await;
+    let (m, t) = env.manager("compute-01");
+    let e = m.power_status(t).await.unwrap_err();
+    assert!(e.to_string().contains("HTTP 401"), "{e}");
+    assert!(!e.is_transient(), "{e}");
+    assert_eq!(env.sim.state().logins_total, 0);
+    // The same credential with sessions: one login, and it works.
+    let env = Env::new(VendorProfile::Standard).await;
+    assert_eq!(env.status("compute-01").await, PowerStatus::On);
+    assert_eq!(env.sim.state().logins_total, 1);
 }

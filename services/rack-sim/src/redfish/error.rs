@@ -35,8 +35,8 @@ pub(crate) enum RedfishError {
         uri: String,
         /// The method tried.
         method: Method,
-        /// The method it takes.
-        allowed: Method,
+        /// The methods it takes (an `Allow` header).
+        allowed: String,
     },
     /// 400: a required action parameter is absent.
     #[error("action {action} needs parameter {parameter}")]
@@ -238,7 +238,7 @@ impl IntoResponse for RedfishError {
                 );
             }
             RedfishError::MethodNotAllowed { allowed, .. } => {
-                if let Ok(v) = HeaderValue::from_str(allowed.as_str()) {
+                if let Ok(v) = HeaderValue::from_str(allowed) {
                     headers.insert(header::ALLOW, v);
                 }
             }

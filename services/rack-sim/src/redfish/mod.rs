@@ -15,6 +15,7 @@ mod manager;
 mod reset;
 mod root;
 mod route;
+mod session;
 mod system;
 mod task;
 mod update;
@@ -121,32 +122,44 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
     let method = request.method().clone();
     let profile = world.kind(bmc.at).profile();
     let route = Route::parse(&path, profile, &world.ids(bmc.at), world.vendor(bmc.at));
-    let public = method == Method::GET && route.is_some_and(Route::is_public);
-    let config = world.config();
-    if !public && !basic_auth_ok(request.headers(), &config.user, &config.password) {
+    // A login is made without credentials, as the service root is read.
+    let public = (method == Method::GET && route.is_some_and(Route::is_public))
+        || (method == Method::POST && route == Some(Route::Sessions));
+    if !public && !session::authorized(bmc, request.headers()) {
         return Err(RedfishError::Unauthorized { uri: path });
     }
     let route = route.ok_or_else(|| RedfishError::NotFound { uri: path.clone() })?;
-    if method != route.method() {
+    if !route.methods().contains(&method) {
         return Err(RedfishError::MethodNotAllowed {
             uri: path,
             method,
-            allowed: route.method(),
+            allowed: route.allow(),
         });
+    }
+    if let Route::Session(id) = route
+        && method == Method::DELETE
+    {
+        world.read(bmc.at, |_| ())?;
+        return session::logout(bmc, id, &path);
     }
     if route == Route::EventStream {
         // Served only while up: a stream to a BMC that is down ends.
         world.read(bmc.at, |_| ())?;
         return Ok(event::stream(bmc));
     }
-    if route.method() == Method::GET {
-        let body = world.read(bmc.at, |view| get(route, &path, view))??;
+    if method == Method::GET {
+        let sessions = world.sessions.list(bmc.at);
+        let body = world.read(bmc.at, |view| get(route, &path, view, &sessions))??;
         return Ok(json_response(StatusCode::OK, &body));
     }
     let body = axum::body::to_bytes(request.into_body(), MAX_BODY)
         .await
         .unwrap_or_default();
     match route {
+        Route::Sessions => {
+            world.read(bmc.at, |_| ())?;
+            session::login(bmc, &body)
+        }
         Route::SystemReset | Route::ChassisReset => reset(bmc, &path, &body),
         Route::DpuReset => system::dpu_reset(bmc, &body),
         _ => simple_update(bmc, &body),
@@ -160,7 +173,12 @@ impl From<BmcDown> for RedfishError {
     }
 }
 
-fn get(route: Route, path: &str, view: &View<'_>) -> Result<Value, RedfishError> {
+fn get(
+    route: Route,
+    path: &str,
+    view: &View<'_>,
+    sessions: &[crate::sessions::Session],
+) -> Result<Value, RedfishError> {
     let not_found = || RedfishError::NotFound {
         uri: path.to_owned(),
     };
@@ -185,6 +203,9 @@ fn get(route: Route, path: &str, view: &View<'_>) -> Result<Value, RedfishError>
         Route::ResetActionInfo => reset::action_info(view),
         Route::DpuSystem => system::dpu_system(view),
         Route::BackplaneChassis => chassis::backplane(view),
+        Route::SessionService => session::session_service(),
+        Route::Sessions => session::sessions(sessions),
+        Route::Session(id) => session::session(sessions, id).ok_or_else(not_found)?,
         Route::Tasks => task::tasks(view),
         Route::Task(id) => task::task(view, id).ok_or_else(not_found)?,
         Route::SystemReset | Route::ChassisReset | Route::DpuReset | Route::SimpleUpdate => {

@@ -52,6 +52,7 @@ pub(crate) fn service_root(view: &View<'_>) -> Value {
         "Managers": link(format!("{ROOT}/Managers")),
         "UpdateService": link(format!("{ROOT}/UpdateService")),
         "TaskService": link(format!("{ROOT}/TaskService")),
+        "SessionService": link(format!("{ROOT}/SessionService")),
         "Links": { "Sessions": link(format!("{ROOT}/SessionService/Sessions")) },
     });
     if let Some(fields) = root.as_object_mut() {

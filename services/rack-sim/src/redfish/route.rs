@@ -64,6 +64,12 @@ pub(crate) enum Route {
     DpuReset,
     /// `/redfish/v1/Chassis/Backplane_0` (`multi-system` shelves).
     BackplaneChassis,
+    /// `/redfish/v1/SessionService`.
+    SessionService,
+    /// `/redfish/v1/SessionService/Sessions`: GET lists, POST logs in.
+    Sessions,
+    /// `/redfish/v1/SessionService/Sessions/<n>`: GET, DELETE logs out.
+    Session(u64),
 }
 
 impl Route {
@@ -136,6 +142,9 @@ impl Route {
                 Route::FirmwareMember(profile.firmware.iter().find(|f| f.id == *id)?.id)
             }
             ["TaskService"] => Route::TaskService,
+            ["SessionService"] => Route::SessionService,
+            ["SessionService", "Sessions"] => Route::Sessions,
+            ["SessionService", "Sessions", n] => Route::Session(canonical_number(n)?),
             ["EventService"] if profile.event_service => Route::EventService,
             ["EventService", "SSE"] if profile.event_service => Route::EventStream,
             ["TaskService", "Tasks"] => Route::Tasks,
@@ -144,14 +153,22 @@ impl Route {
         })
     }
 
-    /// The one method the route takes.
-    pub(crate) fn method(self) -> Method {
+    /// The methods the route takes (the first is its main one).
+    pub(crate) fn methods(self) -> &'static [Method] {
         match self {
             Route::SystemReset | Route::ChassisReset | Route::DpuReset | Route::SimpleUpdate => {
-                Method::POST
+                &[Method::POST]
             }
-            _ => Method::GET,
+            Route::Sessions => &[Method::GET, Method::POST],
+            Route::Session(_) => &[Method::GET, Method::DELETE],
+            _ => &[Method::GET],
         }
+    }
+
+    /// The `Allow` header of the route.
+    pub(crate) fn allow(self) -> String {
+        let names: Vec<&str> = self.methods().iter().map(Method::as_str).collect();
+        names.join(", ")
     }
 
     /// Whether it is served without credentials.
