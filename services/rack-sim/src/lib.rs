@@ -11,8 +11,10 @@
 //! Each BMC listens on its own `<listen IP>:<port>` (base URL
 //! `http[s]://IP:PORT`, Redfish under `/redfish/v1`); the admin and
 //! lifecycle APIs share the admin port. HTTP Basic auth (default
-//! `root`/`0penBmc`) guards everything except `GET /redfish` and
-//! `GET /redfish/v1`; failures answer `401` with
+//! `root`/`0penBmc`) or a session's `X-Auth-Token` (login:
+//! `POST /redfish/v1/SessionService/Sessions`) guards everything except
+//! `GET /redfish`, `GET /redfish/v1`, `GET /redfish/v1/$metadata`,
+//! `GET /redfish/v1/odata` and the login; failures answer `401` with
 //! `WWW-Authenticate: Basic realm="flow-rack-sim"`. A trailing slash is
 //! tolerated; an unknown path is `404` and a wrong method `405` (`Allow`
 //! names the right one), both with a DMTF error body

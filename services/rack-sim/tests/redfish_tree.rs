@@ -330,3 +330,88 @@ async fn power_shelf_tree_has_no_vendor_and_no_systems() {
     assert_eq!(pmc["Version"], json!("r1.3.9"));
     sim.shutdown().await;
 }
+
+/// Every `@odata.type` in `v` (nested documents included).
+fn odata_types(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(fields) => {
+            if let Some(Value::String(t)) = fields.get("@odata.type") {
+                out.push(t.clone());
+            }
+            fields.values().for_each(|x| odata_types(x, out));
+        }
+        Value::Array(items) => items.iter().for_each(|x| odata_types(x, out)),
+        _ => {}
+    }
+}
+
+/// Every `@odata.id` a document links to.
+fn links(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::Object(fields) => {
+            if let Some(Value::String(id)) = fields.get("@odata.id") {
+                out.push(id.clone());
+            }
+            fields.values().for_each(|x| links(x, out));
+        }
+        Value::Array(items) => items.iter().for_each(|x| links(x, out)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn metadata_is_public_and_names_the_namespace_of_every_type_served() {
+    let mut config = small(InitialPower::On, 0.01);
+    config.profiles = vec!["multi-system".parse().unwrap()];
+    let sim = start(config).await;
+    let http = client();
+    for component in ["compute-01", "nvswitch-01", "powershelf-01"] {
+        let base = bmc(&sim, component);
+        let response = http
+            .get(format!("{base}/redfish/v1/$metadata"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{component}");
+        assert_eq!(response.headers()["content-type"], "application/xml");
+        let xml = response.text().await.unwrap();
+        let (status, odata) = {
+            let r = http
+                .get(format!("{base}/redfish/v1/odata"))
+                .send()
+                .await
+                .unwrap();
+            (r.status(), r.json::<Value>().await.unwrap())
+        };
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(odata["value"][0]["url"], "/redfish/v1/Systems", "{odata}");
+        // Walk the tree from the root; every type's namespace is included.
+        let mut seen = std::collections::BTreeSet::new();
+        let mut queue = vec!["/redfish/v1".to_owned()];
+        let mut types = Vec::new();
+        while let Some(path) = queue.pop() {
+            let path = path.split('#').next().unwrap_or_default().to_owned();
+            if !seen.insert(path.clone()) || path.contains("/EventService/SSE") {
+                continue;
+            }
+            let (status, body) = get(&http, &base, &path).await;
+            if status != StatusCode::OK {
+                continue;
+            }
+            odata_types(&body, &mut types);
+            links(&body, &mut queue);
+        }
+        assert!(seen.len() > 10, "{component}: walked only {seen:?}");
+        for t in &types {
+            let namespace = t
+                .trim_start_matches('#')
+                .rsplit_once('.')
+                .map_or(t.as_str(), |(ns, _)| ns);
+            assert!(
+                xml.contains(&format!("<edmx:Include Namespace=\"{namespace}\"/>")),
+                "{component}: $metadata does not include {namespace} (of {t})"
+            );
+        }
+    }
+    sim.shutdown().await;
+}

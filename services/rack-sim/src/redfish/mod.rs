@@ -12,6 +12,7 @@ mod chassis;
 mod error;
 mod event;
 mod manager;
+mod metadata;
 mod reset;
 mod root;
 mod route;
@@ -142,6 +143,17 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
         world.read(bmc.at, |_| ())?;
         return session::logout(bmc, id, &path);
     }
+    if route == Route::Metadata {
+        world.read(bmc.at, |_| ())?;
+        let mut response = (StatusCode::OK, metadata::metadata()).into_response();
+        let headers = response.headers_mut();
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        );
+        headers.insert("OData-Version", HeaderValue::from_static("4.0"));
+        return Ok(response);
+    }
     if route == Route::EventStream {
         // Served only while up: a stream to a BMC that is down ends.
         world.read(bmc.at, |_| ())?;
@@ -199,7 +211,8 @@ fn get(
         Route::FirmwareMember(id) => update::firmware_member(view, id).ok_or_else(not_found)?,
         Route::TaskService => task::task_service(),
         Route::EventService => event::event_service(),
-        Route::EventStream => return Err(not_found()),
+        Route::EventStream | Route::Metadata => return Err(not_found()),
+        Route::OData => metadata::odata(view.component.kind.profile().event_service),
         Route::ResetActionInfo => reset::action_info(view),
         Route::DpuSystem => system::dpu_system(view),
         Route::BackplaneChassis => chassis::backplane(view),

@@ -64,6 +64,10 @@ pub(crate) enum Route {
     DpuReset,
     /// `/redfish/v1/Chassis/Backplane_0` (`multi-system` shelves).
     BackplaneChassis,
+    /// `/redfish/v1/$metadata` (CSDL, public).
+    Metadata,
+    /// `/redfish/v1/odata`: the OData service document (public).
+    OData,
     /// `/redfish/v1/SessionService`.
     SessionService,
     /// `/redfish/v1/SessionService/Sessions`: GET lists, POST logs in.
@@ -97,6 +101,8 @@ impl Route {
         let info = vendor == VendorProfile::ActionInfo;
         Some(match segments.as_slice() {
             [] => Route::ServiceRoot,
+            ["$metadata"] => Route::Metadata,
+            ["odata"] => Route::OData,
             ["Systems", id] if multi && !is_shelf && *id == DPU_SYSTEM => Route::DpuSystem,
             ["Systems", id, "Actions", "ComputerSystem.Reset"]
                 if multi && !is_shelf && *id == DPU_SYSTEM =>
@@ -173,7 +179,10 @@ impl Route {
 
     /// Whether it is served without credentials.
     pub(crate) fn is_public(self) -> bool {
-        matches!(self, Route::Versions | Route::ServiceRoot)
+        matches!(
+            self,
+            Route::Versions | Route::ServiceRoot | Route::Metadata | Route::OData
+        )
     }
 }
 
