@@ -138,6 +138,16 @@ impl Env {
     }
 }
 
+/// An update of the main firmware to 26.01-1.
+fn bmc_update() -> FirmwareRequest {
+    FirmwareRequest {
+        image_uri: "http://images.local/bmc.bin?version=26.01-1".into(),
+        version: Some("26.01-1".into()),
+        targets: vec![],
+        sub_targets: Vec::new(),
+    }
+}
+
 async fn every_action(profile: VendorProfile) {
     let env = Env::new(profile).await;
     for name in ["compute-01", "nvswitch-01", "powershelf-01"] {
@@ -180,12 +190,7 @@ async fn every_action(profile: VendorProfile) {
         before.versions.contains_key("FW_BMC_0"),
         "{profile}: {before:?}"
     );
-    let request = FirmwareRequest {
-        image_uri: "http://images.local/bmc.bin?version=26.01-1".into(),
-        version: Some("26.01-1".into()),
-        targets: vec![],
-        sub_targets: Vec::new(),
-    };
+    let request = bmc_update();
     let FirmwareStart::Started(job) = m.firmware_update(t, &request).await.unwrap() else {
         panic!("{profile}: expected a started update");
     };
@@ -250,12 +255,7 @@ async fn a_dropped_session_is_replaced_mid_task_without_a_failed_call() {
         .await;
     // An update under way when the BMC drops every session.
     let (m, t) = env.manager(tray);
-    let request = FirmwareRequest {
-        image_uri: "http://images.local/bmc.bin?version=26.01-1".into(),
-        version: Some("26.01-1".into()),
-        targets: vec![],
-        sub_targets: Vec::new(),
-    };
+    let request = bmc_update();
     let FirmwareStart::Started(job) = m.firmware_update(t, &request).await.unwrap() else {
         panic!("expected a started update");
     };
