@@ -455,6 +455,19 @@ async fn injected_faults_map_to_the_right_error_class() {
         "fail_next fires once"
     );
 
+    // Two 503s with `Retry-After: 1` are waited out inside the call…
+    env.fault(
+        json!({"target": "rack-01/compute-01", "kind": {"fail_next": {"count": 2, "status": 503}}}),
+    )
+    .await;
+    let started = Instant::now();
+    assert_eq!(env.status(tray).await.unwrap(), PowerStatus::On);
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "answered after {:?}: the Retry-After was not waited out",
+        started.elapsed()
+    );
+    // …a BMC that keeps answering 503 is the caller's after them.
     env.fault(json!({"target": "rack-01/compute-01", "kind": {"error_rate": {"rate": 1.0, "status": 503}}})).await;
     let e = env.status(tray).await.unwrap_err();
     assert!(
