@@ -331,30 +331,16 @@ async fn power_shelf_tree_has_no_vendor_and_no_systems() {
     sim.shutdown().await;
 }
 
-/// Every `@odata.type` in `v` (nested documents included).
-fn odata_types(v: &Value, out: &mut Vec<String>) {
+/// Every string value of `key` in `v`, nested documents included.
+fn values_of(v: &Value, key: &str, out: &mut Vec<String>) {
     match v {
         Value::Object(fields) => {
-            if let Some(Value::String(t)) = fields.get("@odata.type") {
-                out.push(t.clone());
+            if let Some(Value::String(s)) = fields.get(key) {
+                out.push(s.clone());
             }
-            fields.values().for_each(|x| odata_types(x, out));
+            fields.values().for_each(|x| values_of(x, key, out));
         }
-        Value::Array(items) => items.iter().for_each(|x| odata_types(x, out)),
-        _ => {}
-    }
-}
-
-/// Every `@odata.id` a document links to.
-fn links(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::Object(fields) => {
-            if let Some(Value::String(id)) = fields.get("@odata.id") {
-                out.push(id.clone());
-            }
-            fields.values().for_each(|x| links(x, out));
-        }
-        Value::Array(items) => items.iter().for_each(|x| links(x, out)),
+        Value::Array(items) => items.iter().for_each(|x| values_of(x, key, out)),
         _ => {}
     }
 }
@@ -398,8 +384,8 @@ async fn metadata_is_public_and_names_the_namespace_of_every_type_served() {
             if status != StatusCode::OK {
                 continue;
             }
-            odata_types(&body, &mut types);
-            links(&body, &mut queue);
+            values_of(&body, "@odata.type", &mut types);
+            values_of(&body, "@odata.id", &mut queue);
         }
         assert!(seen.len() > 10, "{component}: walked only {seen:?}");
         for t in &types {

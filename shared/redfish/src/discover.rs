@@ -39,7 +39,29 @@ pub(crate) struct Candidate {
     action_info: Option<String>,
 }
 
-fn strings(v: &Value) -> Vec<String> {
+/// The `@odata.id`s of a collection's `Members`, in order.
+pub(crate) fn member_ids(collection: &Value) -> Vec<String> {
+    collection["Members"]
+        .as_array()
+        .map(|m| {
+            m.iter()
+                .filter_map(|v| v["@odata.id"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The last path segment of an `@odata.id`.
+pub(crate) fn last_segment(odata_id: &str) -> &str {
+    odata_id
+        .trim_end_matches('/')
+        .rsplit('/')
+        .next()
+        .unwrap_or_default()
+}
+
+/// The strings of a JSON array (none: empty).
+pub(crate) fn strings(v: &Value) -> Vec<String> {
     v.as_array()
         .map(|a| {
             a.iter()
@@ -51,8 +73,7 @@ fn strings(v: &Value) -> Vec<String> {
 
 /// Whether `json` (a member with `odata_id`) is the one `resource_id` names.
 fn named(odata_id: &str, json: &Value, resource_id: &str) -> bool {
-    json["Id"].as_str() == Some(resource_id)
-        || odata_id.trim_end_matches('/').rsplit('/').next() == Some(resource_id)
+    json["Id"].as_str() == Some(resource_id) || last_segment(odata_id) == resource_id
 }
 
 /// The member's reset action, if it is a candidate under the rule.
@@ -117,19 +138,11 @@ pub(crate) async fn discover(
     let collection = session
         .get_json(&collection_id, "list power resources")
         .await?;
-    let mut members: Vec<String> = collection["Members"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .filter_map(|v| v["@odata.id"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default();
+    let mut members = member_ids(&collection);
     let configured = target.resource_id.as_deref();
     if let Some(want) = configured {
         // The member whose path ends in the id first: usually the only read.
-        let suffix = format!("/{want}");
-        members.sort_by_key(|id| !id.trim_end_matches('/').ends_with(&suffix));
+        members.sort_by_key(|id| last_segment(id) != want);
     }
     let mut seen = Vec::new();
     for id in members {

@@ -8,7 +8,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::conn::Session;
-use crate::discover::{action_info_values, candidate, collection_of};
+use crate::discover::{
+    action_info_values, candidate, collection_of, last_segment, member_ids, strings,
+};
 use crate::kind::{Kind, PowerResource};
 use flow_hardware::HardwareError;
 
@@ -61,17 +63,6 @@ pub struct Probe {
     pub resembles: &'static str,
 }
 
-fn ids(collection: &Value) -> Vec<String> {
-    collection["Members"]
-        .as_array()
-        .map(|m| {
-            m.iter()
-                .filter_map(|v| v["@odata.id"].as_str().map(str::to_owned))
-                .collect()
-        })
-        .unwrap_or_default()
-}
-
 /// Whether an id is a UUID (8-4-4-4-12 hexadecimal digits).
 fn is_uuid(id: &str) -> bool {
     let parts: Vec<&str> = id.split('-').collect();
@@ -80,14 +71,6 @@ fn is_uuid(id: &str) -> bool {
             .iter()
             .zip([8, 4, 4, 4, 12])
             .all(|(p, n)| p.len() == n && p.bytes().all(|b| b.is_ascii_hexdigit()))
-}
-
-fn last_segment(odata_id: &str) -> &str {
-    odata_id
-        .trim_end_matches('/')
-        .rsplit('/')
-        .next()
-        .unwrap_or_default()
 }
 
 /// The simulator profile findings resemble: the first deviation seen.
@@ -121,7 +104,7 @@ async fn members(
     };
     let mut out = Vec::new();
     let mut power = None;
-    for id in ids(&list) {
+    for id in member_ids(&list) {
         let json = session.get_json(&id, "read a member").await?;
         if power.is_none() && candidate(&id, &json, resource, false).is_some() {
             power = Some(id.clone());
@@ -131,12 +114,7 @@ async fn members(
         let inline = action["ResetType@Redfish.AllowableValues"].as_array();
         let reset_types = match (action.is_object(), inline, info) {
             (false, _, _) => None,
-            (true, Some(values), _) => Some(
-                values
-                    .iter()
-                    .filter_map(|v| v.as_str().map(str::to_owned))
-                    .collect(),
-            ),
+            (true, Some(_), _) => Some(strings(&action["ResetType@Redfish.AllowableValues"])),
             (true, None, Some(info)) => Some(action_info_values(
                 &session.get_json(info, "read an ActionInfo").await?,
             )),
@@ -208,9 +186,11 @@ pub(crate) async fn probe(session: &Session<'_>, kind: Kind) -> Result<Probe, Ha
                 .as_str()
                 .map(str::to_owned);
             let firmware = match inventory {
-                Some(inv) => ids(&session
-                    .get_json(&inv, "list the firmware inventory")
-                    .await?)
+                Some(inv) => member_ids(
+                    &session
+                        .get_json(&inv, "list the firmware inventory")
+                        .await?,
+                )
                 .iter()
                 .map(|id| last_segment(id).to_owned())
                 .collect(),
