@@ -101,6 +101,10 @@ async fn add_fault(State(world): State<Arc<World>>, body: Bytes) -> Result<Respo
         .add(spec)
         .map_err(|e| ApiError::BadRequest(e.to_string()))?;
     tracing::info!(id = %fault.id, target = %fault.target, kind = ?fault.kind, "fault installed");
+    if matches!(fault.kind, crate::faults::FaultKind::EventsDown {}) {
+        // Open streams look at the faults again and the targeted ones end.
+        world.cut_streams();
+    }
     settle(&world).await;
     Ok(Json(world.faults.list()).into_response())
 }

@@ -65,6 +65,9 @@ pub enum FaultKind {
     },
     /// A decommission stays in `Decommissioning/Wiping`.
     DecommissionStalls {},
+    /// The BMC's event streams end and new ones are refused (`503`) while
+    /// the fault is installed; everything else answers as before.
+    EventsDown {},
 }
 
 /// Id of an installed fault.
@@ -136,7 +139,8 @@ impl FaultSpec {
             | FaultKind::Unreachable {}
             | FaultKind::StuckPower { .. }
             | FaultKind::FirmwareFails { .. }
-            | FaultKind::DecommissionStalls {} => {}
+            | FaultKind::DecommissionStalls {}
+            | FaultKind::EventsDown {} => {}
         }
         Ok(())
     }
@@ -269,6 +273,14 @@ impl Faults {
             FaultKind::FirmwareFails { message } => Some(message.clone()),
             _ => None,
         })
+    }
+
+    /// Whether an `events_down` fault targets the BMC.
+    pub(crate) fn events_down(&self, rack: &str, component: &str) -> bool {
+        self.find(rack, component, |k| {
+            matches!(k, FaultKind::EventsDown {}).then_some(())
+        })
+        .is_some()
     }
 
     /// Whether a `decommission_stalls` fault targets the component.

@@ -83,13 +83,40 @@ struct RackEntry {
     by_name: HashMap<String, usize>,
 }
 
-/// A condition raised on a component, for the BMCs' event streams.
+/// Something a BMC announces on its event stream.
 #[derive(Debug, Clone)]
 pub(crate) struct RaisedEvent {
     /// Where.
     pub(crate) at: ComponentRef,
     /// What.
-    pub(crate) condition: Condition,
+    pub(crate) what: Announced,
+}
+
+/// What an event announces.
+#[derive(Debug, Clone)]
+pub(crate) enum Announced {
+    /// A condition was raised (its id is the event's).
+    Condition(Condition),
+    /// A change of the model (`crate::model::Change`), with the event's id
+    /// and wall time.
+    Change {
+        /// The Redfish `EventId`.
+        id: u64,
+        /// When (wall time).
+        when: time::OffsetDateTime,
+        /// The change, its component index dropped (it is in `at`).
+        change: crate::model::Change,
+    },
+}
+
+impl RaisedEvent {
+    /// The Redfish `EventId`.
+    pub(crate) fn id(&self) -> u64 {
+        match &self.what {
+            Announced::Condition(c) => c.id,
+            Announced::Change { id, .. } => *id,
+        }
+    }
 }
 
 /// Events kept for slow SSE readers before they miss some (they then find
@@ -129,8 +156,12 @@ pub(crate) struct World {
     /// Redfish sessions of every BMC.
     pub(crate) sessions: crate::sessions::Sessions,
     wake: Notify,
-    /// Conditions as they are raised (the compute trays' SSE streams).
+    /// Conditions and changes as they happen (the SSE streams of BMCs with
+    /// an EventService).
     pub(crate) events: broadcast::Sender<Arc<RaisedEvent>>,
+    /// Bumped when an `events_down` fault is installed: every open stream
+    /// looks whether it is targeted.
+    stream_cuts: watch::Sender<u64>,
     next_condition: AtomicU64,
 }
 
@@ -199,6 +230,7 @@ impl World {
             sessions: crate::sessions::Sessions::default(),
             wake: Notify::new(),
             events: broadcast::Sender::new(EVENT_BUFFER),
+            stream_cuts: watch::Sender::new(0),
             next_condition: AtomicU64::new(1),
             config,
         };
@@ -325,6 +357,48 @@ impl World {
         }
     }
 
+    /// Makes every open event stream look at the faults again.
+    pub(crate) fn cut_streams(&self) {
+        self.stream_cuts.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Changes with every [`World::cut_streams`].
+    pub(crate) fn stream_cuts(&self) -> watch::Receiver<u64> {
+        self.stream_cuts.subscribe()
+    }
+
+    /// Whether an `events_down` fault targets the BMC at `at`.
+    pub(crate) fn events_down(&self, at: ComponentRef) -> bool {
+        let rack = self.rack_name(at);
+        let component = &self.endpoint(at).name;
+        self.faults.events_down(rack, component)
+    }
+
+    /// Advances rack `r` (locked as `rack`) to `now` and announces what
+    /// changed on the event streams (no subscriber is not an error).
+    fn advance(&self, r: usize, rack: &mut Rack, now: Instant) {
+        rack.advance(now, self.ctx());
+        let changes = rack.take_changes();
+        if changes.is_empty() {
+            return;
+        }
+        let when = self.clock.wall(now);
+        for change in changes {
+            let component = match change {
+                crate::model::Change::Power { component, .. }
+                | crate::model::Change::TaskEnded { component, .. } => component,
+            };
+            let _ = self.events.send(Arc::new(RaisedEvent {
+                at: ComponentRef { rack: r, component },
+                what: Announced::Change {
+                    id: self.next_condition.fetch_add(1, Ordering::Relaxed),
+                    when,
+                    change,
+                },
+            }));
+        }
+    }
+
     /// Reads one component through its BMC.
     ///
     /// # Errors
@@ -337,7 +411,7 @@ impl World {
     ) -> Result<R, BmcDown> {
         let now = Instant::now();
         let mut rack = lock(&self.racks[at.rack]);
-        rack.advance(now, self.ctx());
+        self.advance(at.rack, &mut rack, now);
         let component = &rack.components[at.component];
         if !self.reachable(at, component) {
             return Err(BmcDown);
@@ -358,7 +432,7 @@ impl World {
         let now = Instant::now();
         let result = {
             let mut rack = lock(&self.racks[at.rack]);
-            rack.advance(now, self.ctx());
+            self.advance(at.rack, &mut rack, now);
             if !self.reachable(at, &rack.components[at.component]) {
                 return Err(BmcDown);
             }
@@ -378,7 +452,7 @@ impl World {
         let now = Instant::now();
         let result = {
             let mut guard = lock(&self.racks[rack]);
-            guard.advance(now, self.ctx());
+            self.advance(rack, &mut guard, now);
             f(&mut guard, now, self.ctx())
         };
         self.mark_dirty(rack);
@@ -423,7 +497,7 @@ impl World {
     pub(crate) fn sweep_rack(&self, r: usize, log: bool) -> Option<Instant> {
         let now = Instant::now();
         let mut rack = lock(&self.racks[r]);
-        rack.advance(now, self.ctx());
+        self.advance(r, &mut rack, now);
         for (c, component) in rack.components.iter().enumerate() {
             let at = ComponentRef {
                 rack: r,
@@ -510,7 +584,7 @@ impl World {
             // No subscriber is not an error: nobody is listening yet.
             let _ = self.events.send(Arc::new(RaisedEvent {
                 at,
-                condition: condition.clone(),
+                what: Announced::Condition(condition.clone()),
             }));
         }
         Ok(condition)

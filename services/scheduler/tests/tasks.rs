@@ -1388,3 +1388,93 @@ async fn a_waiting_task_that_cannot_start_does_not_hold_up_the_one_before_it() {
     assert_eq!(waiting["status"], "waiting", "{list:#}");
     env.stop().await;
 }
+
+/// The times of a component's polls in its step's verification.
+fn verify_polls(t: &Value, component: &str) -> Vec<u64> {
+    let actions = t["steps"][0]["results"][component]["actions"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{component}: no actions in {t:#}"));
+    let verify = actions
+        .iter()
+        .find(|a| a["action"] == "post_operation[0] (VerifyPowerStatus)")
+        .unwrap_or_else(|| panic!("{component}: no verification in {t:#}"));
+    verify["at_ms"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_verification_polls_when_the_bmc_announces_the_change_and_on_its_interval_without_events()
+{
+    let env = Env::new(InitialPower::On).await;
+    // Polls 10 s apart; the trays' transitions take 50–100 ms here.
+    let interval_ms = 10_000;
+    for (operation, expected) in [("power_off", "off"), ("power_on", "on")] {
+        env.ok("rule.create", json!({"name": format!("{operation} by events"),
+            "operation_type": "power_control", "operation": operation, "is_default": true,
+            "definition": {"steps": [
+                {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"},
+                 "post_operation": [{"name": "VerifyPowerStatus", "timeout": "60s",
+                                     "poll_interval": "10s",
+                                     "parameters": {"expected_status": expected}}]}]}}))
+            .await;
+    }
+    let trays = ["compute-01", "compute-02", "compute-03", "compute-04"];
+
+    // With the BMCs' event streams: a tray's next poll follows its
+    // transition's event, well inside the interval (without an event the
+    // second poll cannot come before it).
+    let task = env
+        .submit_task(
+            "off-events",
+            "power_off",
+            json!({"component_types": ["Compute"]}),
+        )
+        .await;
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    let mut woken = 0;
+    for tray in trays {
+        let polls = verify_polls(&t, tray);
+        let span = polls.last().unwrap() - polls.first().unwrap();
+        assert!(
+            span < interval_ms,
+            "{tray}: polls {polls:?} waited out the interval"
+        );
+        if polls.len() >= 2 {
+            woken += 1;
+        }
+    }
+    assert!(
+        woken > 0,
+        "no tray needed a second poll: nothing shown {t:#}"
+    );
+
+    // The BMCs refuse event streams (the open ones end): the verification
+    // falls back to its interval, and still completes.
+    env.fault(json!({"target": "rack-01/*", "kind": {"events_down": {}}}))
+        .await;
+    let task = env
+        .submit_task(
+            "on-polled",
+            "power_on",
+            json!({"component_types": ["Compute"]}),
+        )
+        .await;
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    for tray in trays {
+        let polls = verify_polls(&t, tray);
+        assert!(polls.len() >= 2, "{tray}: {polls:?}");
+        for pair in polls.windows(2) {
+            assert!(
+                pair[1] - pair[0] >= interval_ms - 100,
+                "{tray}: polls {polls:?} came before the interval without events"
+            );
+        }
+    }
+    env.stop().await;
+}

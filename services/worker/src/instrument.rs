@@ -89,6 +89,10 @@ impl ComponentManager for Instrumented {
         self.inner.descriptor()
     }
 
+    fn change_signal(&self, target: &ComponentTarget) -> Option<flow_hardware::ChangeSignal> {
+        self.inner.change_signal(target)
+    }
+
     async fn power_control(
         &self,
         target: &ComponentTarget,

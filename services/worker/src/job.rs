@@ -20,7 +20,7 @@ use crate::ack::{Disposition, dispose};
 use crate::cancel_marks::CancelMarks;
 use crate::metrics::{OutcomeLabels, WorkerMetrics};
 use crate::progress::{self, KeepAlive};
-use crate::{INLINE_WAIT, MAX_NAK_DELAY, checkpoint};
+use crate::{EVENT_WAIT, INLINE_WAIT, MAX_NAK_DELAY, checkpoint};
 
 /// How often a worker whose checkpoint (or result) could not be saved tries
 /// again while it keeps the job in-process instead of handing it back.
@@ -36,6 +36,8 @@ pub(crate) struct Job<'a> {
     pub cancelled: &'a CancelMarks,
     pub stopping: &'a std::sync::atomic::AtomicBool,
     pub metrics: &'a WorkerMetrics,
+    /// Waits held for events (`services/worker/src/hold.rs`).
+    pub holds: &'a crate::hold::Holds,
 }
 
 /// What to do at a wait the step reached.
@@ -101,6 +103,8 @@ impl Job<'_> {
         let task = job.id.task;
         let is_cancelled = || self.cancelled.contains(task);
         let mut last_report = None;
+        // The last held wait's signals, kept while the step goes on here.
+        let mut wake = None;
         loop {
             let progress = {
                 // Keeps the job alive while a long call runs.
@@ -111,6 +115,20 @@ impl Job<'_> {
             let outcome = match progress {
                 Progress::WaitUntil(at) => {
                     let delay = Duration::from_millis(at.saturating_sub(clock.now_ms()));
+                    if self
+                        .wait_for_events(
+                            &message,
+                            &job,
+                            &mut cp,
+                            &mut stored,
+                            &key,
+                            delay,
+                            &mut wake,
+                        )
+                        .await
+                    {
+                        continue;
+                    }
                     let inline = delay <= INLINE_WAIT
                         && !self.stopping.load(std::sync::atomic::Ordering::SeqCst);
                     // A job that leaves this worker takes everything with
@@ -156,6 +174,55 @@ impl Job<'_> {
                 .await;
             return;
         }
+    }
+
+    /// A verification's wait held here, ended by an event from the
+    /// components' BMCs or by its time (see `services/worker/src/hold.rs`);
+    /// `false` (nothing waited) when the wait is too long, nobody's event
+    /// stream is open, no hold is free, the worker is stopping or the
+    /// commands made so far could not be saved.
+    #[allow(clippy::too_many_arguments)]
+    async fn wait_for_events(
+        &self,
+        message: &Message,
+        job: &JobMessage,
+        cp: &mut Checkpoint,
+        stored: &mut Stored,
+        key: &str,
+        delay: Duration,
+        kept: &mut Option<flow_engine::wake::Wake>,
+    ) -> bool {
+        let previous = kept.take();
+        if delay.is_zero()
+            || delay > EVENT_WAIT
+            || self.stopping.load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return false;
+        }
+        let Some(mut wake) = flow_engine::wake::wake_for(&job.job, cp, self.registry, previous)
+        else {
+            return false;
+        };
+        let Some(_hold) = self.holds.take() else {
+            return false;
+        };
+        if !stored.keep_commands(&self.kv, key, cp, self.metrics).await {
+            return false;
+        }
+        self.metrics.event_waits.inc();
+        let _alive = KeepAlive::start(message, self.keep_alive);
+        match crate::hold::wait(&mut wake, delay, self.stopping).await {
+            flow_engine::wake::Woken::Poll(names) => {
+                self.metrics.event_wakes.inc();
+                tracing::debug!(components = names.len(), "event: polling now");
+                flow_engine::wake::poll_now(cp, &names, SystemClock.now_ms());
+            }
+            // No event will come: the step is looked at again, and the
+            // rest of its wait is a durable one.
+            flow_engine::wake::Woken::NoFeed | flow_engine::wake::Woken::TimedOut => {}
+        }
+        *kept = Some(wake);
+        true
     }
 
     fn at_wait(&self, delay: Duration, saved: bool) -> AtWait {

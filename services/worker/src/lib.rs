@@ -17,6 +17,7 @@
 pub mod ack;
 pub mod cancel_marks;
 pub mod checkpoint;
+mod hold;
 pub mod instrument;
 mod job;
 pub mod metrics;
@@ -42,6 +43,12 @@ pub use pull::PULL_EXPIRES;
 /// a delay (`docs/architecture.md`, "Durable waits": "any wait longer than
 /// about a second").
 pub const INLINE_WAIT: Duration = Duration::from_secs(1);
+
+/// A verification's wait up to this long is held in the worker when its
+/// components' BMCs have an open event stream, so that an event ends it
+/// (`flow_engine::wake`); longer ones, and waits without a stream, are
+/// durable waits as before.
+pub const EVENT_WAIT: Duration = Duration::from_secs(30);
 
 /// The longest delay of one nak: a longer wait comes back several times
 /// (cheaply: load the checkpoint, see the time has not come), so a cancel
@@ -133,6 +140,7 @@ pub async fn run_with_metrics(
         cancelled,
         stopping: Arc::default(),
         metrics,
+        event_holds: hold::Holds::new(config.max_jobs / 2),
     };
     pull::run(consumer, config.max_jobs, shared, stop).await;
     watcher.abort();

@@ -49,6 +49,11 @@ struct Args {
     /// Skip BMC TLS verification (labs only).
     #[arg(long, env = "FLOW_BMC_INSECURE")]
     bmc_insecure: bool,
+    /// Follow BMCs' Redfish event streams (SSE) so that a verification
+    /// polls as soon as an event comes (`off`: poll on the rule's interval
+    /// only).
+    #[arg(long, env = "FLOW_BMC_EVENTS", value_parser = ["on", "off"], default_value = "on")]
+    bmc_events: String,
     /// Where to serve GET /metrics (Prometheus): ip:port (port 0 = any
     /// free port), or `off` [default: 127.0.0.1:9451; if taken, no listener].
     #[arg(long, env = "FLOW_METRICS_LISTEN")]
@@ -95,6 +100,7 @@ async fn main() -> anyhow::Result<()> {
         max_requests: flow_redfish::RequestCap::new(args.max_requests),
         ca_file: args.bmc_ca_file,
         insecure: args.bmc_insecure,
+        events: args.bmc_events == "on",
         ..RedfishSettings::default()
     };
     let lifecycle = match &args.lifecycle_url {

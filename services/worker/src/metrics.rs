@@ -1,6 +1,7 @@
 //! The worker's Prometheus metrics (`flow_*`): jobs taken, resumed and
-//! finished, redeliveries, naks, checkpoints, jobs in flight, and every
-//! hardware call by component type, action and outcome with its latency.
+//! finished, redeliveries, naks, checkpoints, jobs in flight, waits held
+//! for events and the ones an event cut short, and every hardware call by
+//! component type, action and outcome with its latency.
 //! The README's "Metrics and alerts" lists them with what to alert on.
 
 use flow_metrics::{MetricsRegistry, call_buckets};
@@ -80,6 +81,12 @@ pub struct WorkerMetrics {
     pub hardware_calls: Family<CallLabels, Counter>,
     /// Hardware call latency by type and action.
     pub hardware_call_duration: HistogramFamily<LatencyLabels>,
+    /// Waits held in the worker for a device's events (instead of a
+    /// durable wait).
+    pub event_waits: Counter,
+    /// Of those, the ones an event (or a feed's end) cut short: a poll
+    /// made before its interval.
+    pub event_wakes: Counter,
 }
 
 impl WorkerMetrics {
@@ -98,6 +105,8 @@ impl WorkerMetrics {
             jobs_in_flight: Gauge::default(),
             hardware_calls: Family::default(),
             hardware_call_duration: Family::new_with_constructor(call_histogram),
+            event_waits: Counter::default(),
+            event_wakes: Counter::default(),
         }
     }
 
@@ -160,6 +169,16 @@ impl WorkerMetrics {
             "Component manager call latency, by component type and action",
             prometheus_client::registry::Unit::Seconds,
             m.hardware_call_duration.clone(),
+        );
+        r.register(
+            "event_waits",
+            "Verification waits held in the worker for a device's events",
+            m.event_waits.clone(),
+        );
+        r.register(
+            "event_wakes",
+            "Verification waits an event cut short (a poll before its interval)",
+            m.event_wakes.clone(),
         );
         // Known label values start at zero, so that rate() sees the first
         // increment.

@@ -42,6 +42,7 @@ pub(crate) struct Shared {
     pub cancelled: CancelMarks,
     pub stopping: Arc<AtomicBool>,
     pub metrics: WorkerMetrics,
+    pub event_holds: crate::hold::Holds,
 }
 
 /// Waits until the scheduler has created the jobs consumer (`None`: the
@@ -177,6 +178,7 @@ pub(crate) async fn run(
                     cancelled: &shared.cancelled,
                     stopping: &shared.stopping,
                     metrics: &shared.metrics,
+                    holds: &shared.event_holds,
                 };
                 job.handle(message).await;
                 shared.metrics.jobs_in_flight.dec();

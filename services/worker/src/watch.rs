@@ -32,6 +32,7 @@ use flow_protocol::event::{EventType, HardwareEvent, Severity};
 use flow_protocol::ids::RackRef;
 use flow_protocol::subjects::api_subject;
 use flow_redfish::CredentialStore;
+use flow_redfish::sse::SseFrames;
 use flow_telemetry::ErrorChain;
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -480,49 +481,9 @@ fn read_record(
     })
 }
 
-/// Splits a `text/event-stream` into the `data` of each frame.
-#[derive(Debug, Default)]
-struct SseFrames {
-    buffer: String,
-}
-
-impl SseFrames {
-    fn push(&mut self, chunk: &[u8]) -> Vec<String> {
-        self.buffer
-            .push_str(&String::from_utf8_lossy(chunk).replace("\r\n", "\n"));
-        let mut out = Vec::new();
-        while let Some(end) = self.buffer.find("\n\n") {
-            let frame: String = self.buffer.drain(..end + 2).collect();
-            let data: Vec<&str> = frame
-                .lines()
-                .filter_map(|l| l.strip_prefix("data:"))
-                .map(|d| d.strip_prefix(' ').unwrap_or(d))
-                .collect();
-            if !data.is_empty() {
-                out.push(data.join("\n"));
-            }
-        }
-        out
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn frames_split_across_chunks_and_comments_are_skipped() {
-        let mut frames = SseFrames::default();
-        assert!(
-            frames
-                .push(b": keep-alive\n\nid: 1\ndata: {\"a\":")
-                .is_empty()
-        );
-        assert_eq!(
-            frames.push(b"1}\n\nid: 2\r\ndata: x\r\ndata: y\r\n\r\n"),
-            ["{\"a\":1}", "x\ny"]
-        );
-    }
 
     #[test]
     fn message_ids_are_matched_without_their_version() {

@@ -183,7 +183,7 @@ pub fn action_label(job: &StepJob, index: usize) -> Option<String> {
     actions(job).into_iter().nth(index).map(|(label, _)| label)
 }
 
-fn actions(job: &StepJob) -> Vec<(String, &Action)> {
+pub(crate) fn actions(job: &StepJob) -> Vec<(String, &Action)> {
     let step = &job.step;
     let mut list = Vec::new();
     for (i, a) in step.pre_operation.iter().enumerate() {

@@ -35,6 +35,7 @@ pub mod lifecycle;
 pub mod plan;
 pub mod rollout;
 pub mod versions;
+pub mod wake;
 
 pub use checkpoint::Checkpoint;
 pub use clock::{Clock, SystemClock};

@@ -7,16 +7,22 @@
 //! retries by type, never by text. [`catalog`] says what an installation's
 //! managers declare, and checks a rule against it at submission.
 //!
+//! A manager may also offer a [`ChangeSignal`] per component (Redfish
+//! events): a hint that lets a waiting verification poll before its
+//! interval is up; polling stays the bound.
+//!
 //! No I/O: the Redfish managers, the lifecycle client and BMC credentials
 //! are adapters in `flow-redfish` (`shared/redfish`).
 
 pub mod capability;
 pub mod catalog;
+mod change;
 mod error;
 pub mod manager;
 pub mod registry;
 
 pub use capability::{Capability, required_capabilities};
+pub use change::{ChangeFeed, ChangeSignal, Signalled};
 pub use error::{ErrorClass, HardwareError, classify_status};
 pub use manager::{
     ComponentManager, ComponentTarget, DecommissionState, FirmwareJob, FirmwareRequest,

@@ -233,6 +233,14 @@ pub trait ComponentManager: Send + Sync {
         Err(self.unsupported(Capability::DecommissionStatus))
     }
 
+    /// A signal that the component's state may have changed, when the
+    /// manager follows its device's events and the feed is open now;
+    /// `None` (the default) means "poll".
+    fn change_signal(&self, target: &ComponentTarget) -> Option<crate::ChangeSignal> {
+        let _ = target;
+        None
+    }
+
     /// Ends what the manager holds open at devices (Redfish sessions), once,
     /// when its process stops; nothing by default.
     async fn close(&self) {}

@@ -66,6 +66,8 @@ pub struct BmcHandle {
     token: tokio::sync::Mutex<Option<SessionToken>>,
     /// The BMC has no SessionService: HTTP Basic from now on.
     basic_only: std::sync::atomic::AtomicBool,
+    /// Its event stream, while followed (`shared/redfish/src/events.rs`).
+    pub events: crate::events::Events,
 }
 
 /// A Redfish session: its token and, for the logout, its URI.
@@ -124,12 +126,13 @@ impl RequestCap {
     }
 }
 
-/// BMC handles by base URL.
+/// BMC handles by base URL (clones share them).
+#[derive(Clone)]
 pub struct BmcPool {
     http: reqwest::Client,
     max_per_bmc: usize,
     total: RequestCap,
-    handles: Mutex<HashMap<String, Arc<BmcHandle>>>,
+    handles: Arc<Mutex<HashMap<String, Arc<BmcHandle>>>>,
 }
 
 /// A BMC in use: the permit is held while the value lives.
@@ -142,7 +145,9 @@ pub struct Session<'a> {
     credential: BmcCredential,
     http: reqwest::Client,
     _permit: OwnedSemaphorePermit,
-    _total: OwnedSemaphorePermit,
+    /// One of the whole cap (none for an event stream, which holds only
+    /// its BMC's permit).
+    _total: Option<OwnedSemaphorePermit>,
 }
 
 impl BmcPool {
@@ -153,8 +158,14 @@ impl BmcPool {
             http,
             max_per_bmc: max_per_bmc.max(1),
             total,
-            handles: Mutex::new(HashMap::new()),
+            handles: Arc::new(Mutex::new(HashMap::new())),
         }
+    }
+
+    /// The target's BMC handle, `None` when its URL is not one.
+    pub fn handle_of(&self, target: &ComponentTarget) -> Option<Arc<BmcHandle>> {
+        let base = Url::parse(&target.bmc_url).ok()?;
+        Some(self.handle(&target.bmc_url, &base))
     }
 
     fn handle(&self, url: &str, base: &Url) -> Arc<BmcHandle> {
@@ -167,6 +178,7 @@ impl BmcPool {
                 power: Mutex::new(None),
                 token: tokio::sync::Mutex::new(None),
                 basic_only: std::sync::atomic::AtomicBool::new(false),
+                events: crate::events::Events::default(),
             })
         }))
     }
@@ -219,6 +231,26 @@ impl BmcPool {
         target: &'a ComponentTarget,
         credential: BmcCredential,
     ) -> Result<Session<'a>, HardwareError> {
+        self.session_with(target, credential, true).await
+    }
+
+    /// A session for an event stream: it holds one of its BMC's permits
+    /// while it lives (the per-BMC cap counts the stream), none of the
+    /// whole cap (a stream is open for minutes, not a call).
+    pub async fn stream_session<'a>(
+        &self,
+        target: &'a ComponentTarget,
+        credential: BmcCredential,
+    ) -> Result<Session<'a>, HardwareError> {
+        self.session_with(target, credential, false).await
+    }
+
+    async fn session_with<'a>(
+        &self,
+        target: &'a ComponentTarget,
+        credential: BmcCredential,
+        counted: bool,
+    ) -> Result<Session<'a>, HardwareError> {
         let base = Url::parse(&target.bmc_url).map_err(|e| {
             HardwareError::Config(format!(
                 "{}: BMC URL {:?} is not a URL: {e}",
@@ -230,10 +262,16 @@ impl BmcPool {
             .acquire_owned()
             .await
             .map_err(|_| HardwareError::Config("BMC permit pool closed".to_owned()))?;
-        let total = Arc::clone(&self.total.permits)
-            .acquire_owned()
-            .await
-            .map_err(|_| HardwareError::Config("request cap closed".to_owned()))?;
+        let total = if counted {
+            Some(
+                Arc::clone(&self.total.permits)
+                    .acquire_owned()
+                    .await
+                    .map_err(|_| HardwareError::Config("request cap closed".to_owned()))?,
+            )
+        } else {
+            None
+        };
         Ok(Session {
             target,
             handle,
@@ -479,6 +517,54 @@ impl Session<'_> {
             action: action.to_owned(),
             status: reply.status,
             message: crate::error_message(&reply.body),
+        }
+    }
+
+    /// Opens a `text/event-stream` at `path` (logging in again once on a
+    /// `401`); the response's body is the stream. It may stay open for an
+    /// hour (then it is opened again), whatever the request timeout.
+    pub async fn open_stream(&self, path: &str) -> Result<reqwest::Response, HardwareError> {
+        let url = self.url(path);
+        let mut relogged = false;
+        loop {
+            let auth = self.auth().await?;
+            let mut request = self
+                .http
+                .get(url.clone())
+                .header(reqwest::header::ACCEPT, "text/event-stream")
+                .timeout(Duration::from_secs(3600));
+            request = match &auth {
+                Auth::Basic => request.basic_auth(
+                    &self.credential.user,
+                    Some(self.credential.password.expose()),
+                ),
+                Auth::Token(token) => request.header("X-Auth-Token", token.expose()),
+            };
+            let response = request
+                .send()
+                .await
+                .map_err(|e| crate::manager::transport_error(self.target, &url, &e))?;
+            let status = response.status().as_u16();
+            if status == 401
+                && let Auth::Token(token) = &auth
+                && !relogged
+            {
+                relogged = true;
+                self.forget_session(token).await;
+                continue;
+            }
+            if !(200..300).contains(&status) {
+                let body = response.text().await.unwrap_or_default();
+                return Err(self.refused(
+                    "open the event stream",
+                    &Reply {
+                        status,
+                        location: None,
+                        body,
+                    },
+                ));
+            }
+            return Ok(response);
         }
     }
 

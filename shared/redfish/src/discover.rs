@@ -16,6 +16,9 @@ use crate::conn::Session;
 use crate::kind::{Kind, PowerResource};
 use flow_hardware::HardwareError;
 
+/// The Redfish service root.
+pub const ROOT: &str = "/redfish/v1";
+
 /// Systems that are not the host a tray's power operations mean.
 const NOT_THE_HOST: &[&str] = &["DPU", "OS", "Virtual", "VirtuallyPartitioned"];
 
@@ -131,9 +134,7 @@ pub(crate) async fn discover(
 ) -> Result<(PowerTarget, Value), HardwareError> {
     let target = session.target;
     let resource = kind.power_resource();
-    let root = session
-        .get_json("/redfish/v1", "read the service root")
-        .await?;
+    let root = session.get_json(ROOT, "read the service root").await?;
     let collection_id = collection_of(&root, resource);
     let collection = session
         .get_json(&collection_id, "list power resources")

@@ -5,17 +5,21 @@
 //! the lifecycle API for decommissioning; [`credentials`] resolves a
 //! component's credential reference from the worker's own configuration,
 //! never logging a password. Workers and `flow bmc` use this crate; the
-//! engine and the scheduler know only the contract.
+//! engine and the scheduler know only the contract. [`sse`] frames a BMC's
+//! event stream; the managers follow it (`events.rs`) to offer change
+//! signals to waiting verifications.
 
 mod conn;
 pub mod credentials;
 pub mod discover;
+mod events;
 mod firmware;
 pub mod kind;
 pub mod lifecycle;
 mod manager;
 mod power;
 pub mod probe;
+pub mod sse;
 
 pub use conn::RequestCap;
 pub use credentials::{AuthMode, BmcCredential, CredentialError, CredentialStore};

@@ -60,6 +60,10 @@ pub struct RedfishSettings {
     pub ca_file: Option<PathBuf>,
     /// Skip TLS verification (labs only; off by default).
     pub insecure: bool,
+    /// Follow BMCs' event streams (SSE) so that a verification polls when
+    /// an event comes (`shared/redfish/src/events.rs`); polling only when
+    /// off.
+    pub events: bool,
 }
 
 impl Default for RedfishSettings {
@@ -71,6 +75,7 @@ impl Default for RedfishSettings {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             ca_file: None,
             insecure: false,
+            events: true,
         }
     }
 }
@@ -134,6 +139,8 @@ pub struct RedfishManager {
     pool: BmcPool,
     credentials: Arc<CredentialStore>,
     lifecycle: Option<LifecycleClient>,
+    /// Follow BMCs' event streams (`RedfishSettings::events`).
+    events: bool,
 }
 
 impl RedfishManager {
@@ -163,6 +170,7 @@ impl RedfishManager {
             ),
             credentials,
             lifecycle,
+            events: settings.events,
         })
     }
 
@@ -249,6 +257,14 @@ impl ComponentManager for RedfishManager {
             }
             other => other,
         }
+    }
+
+    fn change_signal(&self, target: &ComponentTarget) -> Option<flow_hardware::ChangeSignal> {
+        if !self.events {
+            return None;
+        }
+        let credential = self.credential(target).ok()?;
+        crate::events::signal(&self.pool, target, credential)
     }
 
     async fn close(&self) {

@@ -152,7 +152,7 @@ async fn sessions(session: &Session<'_>, root: &Value) -> String {
 /// `kind`.
 pub(crate) async fn probe(session: &Session<'_>, kind: Kind) -> Result<Probe, HardwareError> {
     let root = session
-        .get_json("/redfish/v1", "read the service root")
+        .get_json(crate::discover::ROOT, "read the service root")
         .await?;
     let text = |k: &str| root[k].as_str().map(str::to_owned);
     let (systems, system_power) = members(

@@ -60,6 +60,28 @@ enum Due {
     Lifecycle(usize),
 }
 
+/// A change a BMC announces on its event stream (drained by the world
+/// after each advance, `services/rack-sim/src/world.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Change {
+    /// A component reached a steady power state (`On` or `Off`).
+    Power {
+        /// Its index in the rack.
+        component: usize,
+        /// The state reached.
+        state: PowerState,
+    },
+    /// A component's update task ended.
+    TaskEnded {
+        /// Its index in the rack.
+        component: usize,
+        /// The task's id.
+        task: u32,
+        /// Completed (`true`) or failed.
+        completed: bool,
+    },
+}
+
 /// One simulated rack.
 #[derive(Debug, Clone)]
 pub struct Rack {
@@ -68,6 +90,8 @@ pub struct Rack {
     /// Shelves, then switch trays, then compute trays.
     pub components: Vec<Component>,
     powered: bool,
+    /// Changes since the last [`Rack::take_changes`], in time order.
+    changes: Vec<Change>,
 }
 
 impl Rack {
@@ -100,6 +124,7 @@ impl Rack {
             name,
             components,
             powered,
+            changes: Vec::new(),
         }
     }
 
@@ -114,6 +139,11 @@ impl Rack {
             c.kind == ComponentKind::PowerShelf
                 && matches!(c.power.state(), PowerState::On | PowerState::PoweringOff)
         })
+    }
+
+    /// The changes since the last call, for the BMCs' event streams.
+    pub fn take_changes(&mut self) -> Vec<Change> {
+        std::mem::take(&mut self.changes)
     }
 
     /// When the next step of any component is due.
@@ -161,7 +191,13 @@ impl Rack {
     fn apply(&mut self, at: Instant, due: Due, ctx: Ctx<'_>) {
         match due {
             Due::Power(i) => {
-                self.components[i].power.take_step();
+                let reached = self.components[i].power.take_step();
+                if let Some(state @ (PowerState::On | PowerState::Off)) = reached {
+                    self.changes.push(Change::Power {
+                        component: i,
+                        state,
+                    });
+                }
                 self.settle_power(at, ctx);
             }
             Due::Boot(i) => {
@@ -173,12 +209,21 @@ impl Rack {
                 let c = &mut self.components[i];
                 let failure = ctx.faults.firmware_failure(&self.name, &c.name);
                 let task = &mut c.tasks[j];
-                if task.apply_event(at, failure) {
+                let completed = task.apply_event(at, failure);
+                if completed {
                     let (targets, version) = (task.targets.clone(), task.version.clone());
                     for target in targets {
                         c.firmware.install(target, &version);
                     }
                     tracing::info!(rack = %self.name, component = %c.name, version, "firmware update completed");
+                }
+                let task = &c.tasks[j];
+                if completed || !task.is_running() {
+                    self.changes.push(Change::TaskEnded {
+                        component: i,
+                        task: task.id,
+                        completed,
+                    });
                 }
             }
             Due::Lifecycle(i) => {

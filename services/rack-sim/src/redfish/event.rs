@@ -2,9 +2,13 @@
 //! `Health` and `Conditions`), and on BMCs with an EventService
 //! (compute trays) `GET /redfish/v1/EventService` and its SSE stream
 //! `GET /redfish/v1/EventService/SSE` (`text/event-stream`: one Redfish
-//! `Event` per raised condition, `id:` its `EventId`; a comment line every
-//! 10 s keeps the connection alive; the stream ends when the BMC loses
-//! power).
+//! `Event` per raised condition, per steady power state reached
+//! (`ResourceEvent` `ResourcePoweredOn` / `ResourcePoweredOff`, origin the
+//! power resource) and per update task ended (`TaskEvent`
+//! `TaskCompletedOK` / `TaskAborted`, origin the task), `id:` its
+//! `EventId`; a comment line every 10 s keeps the connection alive; the
+//! stream ends when the BMC loses power, and while an `events_down` fault
+//! targets the BMC it ends and new ones are refused with `503`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -21,8 +25,10 @@ use super::Bmc;
 use super::View;
 use super::root::{link, status};
 use super::route::ROOT;
-use crate::model::{Component, Condition};
+use super::task::task_uri;
+use crate::model::{Change, Component, Condition, PowerState};
 use crate::vendor::Ids;
+use crate::world::{Announced, ComponentRef, RaisedEvent, World};
 
 /// How often an idle stream sends a comment line.
 const KEEP_ALIVE: Duration = Duration::from_secs(10);
@@ -82,25 +88,98 @@ pub(crate) fn event_service() -> Value {
 }
 
 enum Next {
-    Event(Arc<crate::world::RaisedEvent>),
+    Event(Arc<RaisedEvent>),
     KeepAlive,
     End,
 }
 
 /// The Redfish `Event` of one raised condition.
-fn event_body(component: &Component, ids: &Ids, condition: &Condition) -> Value {
+fn condition_record(component: &Component, ids: &Ids, condition: &Condition) -> Value {
+    json!({
+        "EventId": condition.id.to_string(),
+        "EventTimestamp": timestamp(condition),
+        "MessageId": condition.kind.message_id(),
+        "Message": condition.kind.message(&component.name),
+        "MessageSeverity": "Critical",
+        "OriginOfCondition": link(chassis_uri(ids)),
+    })
+}
+
+/// The record of one model change (`crate::model::Change`).
+fn change_record(view: &View<'_>, id: u64, when: &str, change: Change) -> Value {
+    let name = &view.component.name;
+    let (message_id, message, severity, origin, args) = match change {
+        Change::Power { state, .. } => {
+            let (id, verb) = if state == PowerState::On {
+                ("ResourceEvent.1.3.ResourcePoweredOn", "powered on")
+            } else {
+                ("ResourceEvent.1.3.ResourcePoweredOff", "powered off")
+            };
+            let origin = super::reset::resource_uri(view);
+            (
+                id,
+                format!("The resource '{origin}' has {verb}."),
+                "OK",
+                origin.clone(),
+                vec![origin],
+            )
+        }
+        Change::TaskEnded {
+            task, completed, ..
+        } => {
+            let (id, message, severity) = if completed {
+                (
+                    "TaskEvent.1.0.TaskCompletedOK",
+                    format!("The task with Id '{task}' has completed."),
+                    "OK",
+                )
+            } else {
+                (
+                    "TaskEvent.1.0.TaskAborted",
+                    format!("The task with Id '{task}' has been aborted."),
+                    "Critical",
+                )
+            };
+            (
+                id,
+                message,
+                severity,
+                task_uri(task),
+                vec![task.to_string()],
+            )
+        }
+    };
+    tracing::trace!(component = %name, message_id, "event");
+    json!({
+        "EventId": id.to_string(),
+        "EventTimestamp": when,
+        "MessageId": message_id,
+        "Message": message,
+        "MessageArgs": args,
+        "MessageSeverity": severity,
+        "OriginOfCondition": link(origin),
+    })
+}
+
+/// The Redfish `Event` of one announcement.
+fn event_body(world: &World, at: ComponentRef, raised: &RaisedEvent) -> Value {
+    let record = world.with_rack(at.rack, |rack, now, _| {
+        let component = &rack.components[at.component];
+        match &raised.what {
+            Announced::Condition(condition) => {
+                condition_record(component, &world.ids(at), condition)
+            }
+            Announced::Change { id, when, change } => {
+                let when = when.format(&Rfc3339).unwrap_or_default();
+                change_record(&world.view(at, component, now), *id, &when, *change)
+            }
+        }
+    });
     json!({
         "@odata.type": "#Event.v1_7_0.Event",
-        "Id": condition.id.to_string(),
+        "Id": raised.id().to_string(),
         "Name": "Event",
-        "Events": [{
-            "EventId": condition.id.to_string(),
-            "EventTimestamp": timestamp(condition),
-            "MessageId": condition.kind.message_id(),
-            "Message": condition.kind.message(&component.name),
-            "MessageSeverity": "Critical",
-            "OriginOfCondition": link(chassis_uri(ids)),
-        }],
+        "Events": [record],
     })
 }
 
@@ -111,12 +190,20 @@ pub(crate) fn stream(bmc: &Bmc) -> Response {
     let at = bmc.at;
     let events = world.events.subscribe();
     let reachable = world.reachability(at);
-    let state = (world, events, reachable);
+    let cuts = world.stream_cuts();
+    let state = (world, events, reachable, cuts);
     let frames = futures::stream::unfold(
         state,
-        move |(world, mut events, mut reachable)| async move {
+        move |(world, mut events, mut reachable, mut cuts)| async move {
             loop {
                 let next = tokio::select! {
+                    _ = cuts.changed() => {
+                        if world.events_down(at) {
+                            Next::End
+                        } else {
+                            continue;
+                        }
+                    }
                     received = events.recv() => match received {
                         Ok(raised) if raised.at == at => Next::Event(raised),
                         Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
@@ -132,14 +219,11 @@ pub(crate) fn stream(bmc: &Bmc) -> Response {
                     Next::End => return None,
                     Next::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
                     Next::Event(raised) => {
-                        let ids = world.ids(at);
-                        let body = world.with_rack(at.rack, |rack, _, _| {
-                            event_body(&rack.components[at.component], &ids, &raised.condition)
-                        });
-                        Bytes::from(format!("id: {}\ndata: {body}\n\n", raised.condition.id))
+                        let body = event_body(&world, at, &raised);
+                        Bytes::from(format!("id: {}\ndata: {body}\n\n", raised.id()))
                     }
                 };
-                return Some((Ok::<_, Infallible>(frame), (world, events, reachable)));
+                return Some((Ok::<_, Infallible>(frame), (world, events, reachable, cuts)));
             }
         },
     );

@@ -157,6 +157,9 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
     if route == Route::EventStream {
         // Served only while up: a stream to a BMC that is down ends.
         world.read(bmc.at, |_| ())?;
+        if world.events_down(bmc.at) {
+            return Err(RedfishError::Unavailable);
+        }
         return Ok(event::stream(bmc));
     }
     if method == Method::GET {
