@@ -263,22 +263,11 @@ impl Watcher {
     /// The SSE URI, if the BMC has an event service.
     async fn event_stream_uri(&self, target: &Target) -> Result<Option<String>, WatchError> {
         let root = self.get(target, "/redfish/v1").await?;
-        let Some(service) = root
-            .pointer("/EventService/@odata.id")
-            .and_then(Value::as_str)
-        else {
+        let Some(service) = flow_redfish::sse::event_service_of(&root) else {
             return Ok(None);
         };
         let service = self.get(target, service).await?;
-        let enabled = service
-            .get("ServiceEnabled")
-            .and_then(Value::as_bool)
-            .unwrap_or(true);
-        Ok(service
-            .get("ServerSentEventUri")
-            .and_then(Value::as_str)
-            .filter(|_| enabled)
-            .map(str::to_owned))
+        Ok(flow_redfish::sse::stream_uri_of(&service))
     }
 
     /// Reads every chassis' conditions and publishes them.

@@ -94,21 +94,18 @@ impl Wake {
                 if !signal.has_changed() {
                     continue;
                 }
-                match signal.changed().await {
-                    Signalled::Changed => poll.push(name.clone()),
-                    Signalled::Ended => {
-                        tracing::debug!(component = %name, "event feed ended; polling");
-                        poll.push(name.clone());
-                        gone.push(i);
-                    }
-                    Signalled::NeverOpened => gone.push(i),
+                let why = signal.changed().await;
+                if why != Signalled::NeverOpened && !poll.contains(name) {
+                    poll.push(name.clone());
+                }
+                if why != Signalled::Changed {
+                    gone.push(i);
                 }
             }
             for i in gone.into_iter().rev() {
                 self.signals.swap_remove(i);
             }
             if !poll.is_empty() {
-                poll.dedup();
                 return Woken::Poll(poll);
             }
             if self.signals.is_empty() {
@@ -125,13 +122,13 @@ impl Wake {
             match outcome {
                 Err(_) => return Woken::TimedOut,
                 Ok((why, index)) => {
+                    if why == Signalled::Ended {
+                        tracing::debug!(component = %self.signals[index].0, "event feed ended; polling");
+                    }
                     if why != Signalled::NeverOpened {
                         poll.push(self.signals[index].0.clone());
                     }
                     if why != Signalled::Changed {
-                        if why == Signalled::Ended {
-                            tracing::debug!(component = %self.signals[index].0, "event feed ended; polling");
-                        }
                         self.signals.swap_remove(index);
                     }
                 }

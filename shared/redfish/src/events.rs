@@ -170,22 +170,11 @@ async fn stream_uri(session: &crate::conn::Session<'_>) -> Result<Option<String>
     let root = session
         .get_json(crate::discover::ROOT, "read the service root")
         .await?;
-    let Some(service) = root
-        .pointer("/EventService/@odata.id")
-        .and_then(Value::as_str)
-    else {
+    let Some(service) = crate::sse::event_service_of(&root) else {
         return Ok(None);
     };
     let service = session.get_json(service, "read the event service").await?;
-    let enabled = service
-        .get("ServiceEnabled")
-        .and_then(Value::as_bool)
-        .unwrap_or(true);
-    Ok(service
-        .get("ServerSentEventUri")
-        .and_then(Value::as_str)
-        .filter(|_| enabled)
-        .map(str::to_owned))
+    Ok(crate::sse::stream_uri_of(&service))
 }
 
 async fn follow_once(

@@ -1,6 +1,29 @@
 //! `text/event-stream` framing (the Redfish EventService's SSE stream):
 //! chunks in, the `data` of each complete frame out; comment lines (a
-//! keep-alive) and frames without data are skipped.
+//! keep-alive) and frames without data are skipped; and where a service
+//! root's EventService says the stream is.
+
+use serde_json::Value;
+
+/// The EventService a service root links, if any.
+pub fn event_service_of(root: &Value) -> Option<&str> {
+    root.pointer("/EventService/@odata.id")
+        .and_then(Value::as_str)
+}
+
+/// An EventService's SSE URI, `None` without one or when the service is
+/// disabled (`ServiceEnabled` false; absent counts as enabled).
+pub fn stream_uri_of(service: &Value) -> Option<String> {
+    let enabled = service
+        .get("ServiceEnabled")
+        .and_then(Value::as_bool)
+        .unwrap_or(true);
+    service
+        .get("ServerSentEventUri")
+        .and_then(Value::as_str)
+        .filter(|_| enabled)
+        .map(str::to_owned)
+}
 
 /// Splits a `text/event-stream` into the `data` of each frame.
 #[derive(Debug, Default)]
@@ -33,6 +56,15 @@ impl SseFrames {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_disabled_or_absent_stream_is_none() {
+        let service = serde_json::json!({"ServerSentEventUri": "/sse"});
+        assert_eq!(stream_uri_of(&service).as_deref(), Some("/sse"));
+        let off = serde_json::json!({"ServerSentEventUri": "/sse", "ServiceEnabled": false});
+        assert_eq!(stream_uri_of(&off), None);
+        assert_eq!(stream_uri_of(&serde_json::json!({})), None);
+    }
 
     #[test]
     fn frames_split_across_chunks_and_comments_are_skipped() {
