@@ -255,6 +255,14 @@ fn print_probe(p: &flow_redfish::probe::Probe) {
     );
     outln!("sessions\t{}", p.sessions);
     outln!("auth\t{}", p.auth);
+    outln!(
+        "basic\t{}",
+        if p.basic_accepted {
+            "accepted"
+        } else {
+            "refused (sessions only)"
+        }
+    );
     outln!("events\t{}", or(&p.events));
     outln!("resembles\t{}", p.resembles);
 }

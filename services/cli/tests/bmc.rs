@@ -128,13 +128,14 @@ async fn flow_bmc_probe_reports_what_it_finds_and_the_profile_it_resembles() {
         admin_port: 0,
         time_scale: 0.01,
         initial_power: InitialPower::On,
-        compute: 2,
+        compute: 3,
         nvswitch: 1,
         powershelf: 1,
         profiles: vec![
             choice("rack-01/compute-02=multi-system"),
             choice("rack-01/nvswitch-01=action-info"),
             choice("rack-01/powershelf-01=no-links"),
+            choice("rack-01/compute-03=session-only"),
         ],
         ..SimConfig::default()
     })
@@ -170,6 +171,7 @@ async fn flow_bmc_probe_reports_what_it_finds_and_the_profile_it_resembles() {
         "update service\tSimpleUpdate; firmware FW_BMC_0, UEFI\n",
         "sessions\t/redfish/v1/SessionService/Sessions\n",
         "auth\tsession\n",
+        "basic\taccepted\n",
         "events\t/redfish/v1/EventService/SSE\n",
         "resembles\tstandard\n",
     ] {
@@ -195,5 +197,15 @@ async fn flow_bmc_probe_reports_what_it_finds_and_the_profile_it_resembles() {
         "{shelf}"
     );
     assert!(shelf.contains("resembles\tno-links\n"), "{shelf}");
+    let sessions_only = probe("compute-03", "compute").await;
+    assert!(
+        sessions_only.contains("basic\trefused (sessions only)\n")
+            && sessions_only.contains("auth\tsession\n"),
+        "{sessions_only}"
+    );
+    assert!(
+        sessions_only.contains("resembles\tsession-only\n"),
+        "{sessions_only}"
+    );
     sim.shutdown().await;
 }

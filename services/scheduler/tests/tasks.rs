@@ -1478,3 +1478,108 @@ async fn a_verification_polls_when_the_bmc_announces_the_change_and_on_its_inter
     }
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sessions_the_bmcs_drop_mid_task_are_replaced_without_a_failed_call() {
+    // Session-only BMCs (HTTP Basic refused), so a lost session cannot be
+    // papered over with Basic; updates take 3 s, polled every 100 ms.
+    let env = Env(Stack::builder()
+        .simulator(SimConfig {
+            time_scale: 0.01,
+            initial_power: InitialPower::On,
+            compute: 4,
+            nvswitch: 2,
+            powershelf: 2,
+            timings: flow_rack_sim::Timings {
+                firmware_update: Duration::from_secs(300),
+                ..flow_rack_sim::Timings::default()
+            },
+            profiles: vec!["session-only".parse().unwrap()],
+            ..SimConfig::default()
+        })
+        .start()
+        .await);
+    env.ok("rule.create", json!({"name": "fw", "operation_type": "firmware_control", "operation": "upgrade",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "retry": {"max_attempts": 1, "initial_interval": "1s", "backoff_coefficient": 1.0},
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "60s"}}}]}})).await;
+    let images = json!({"firmware": {
+        "Compute": {"image_uri": "http://images.local/bmc-26.04.bin", "version": "26.04"}}});
+    let task = env.submit_task("fw-expiry", "upgrade", images).await;
+    // Every tray's update is under way (its BMC took the SimpleUpdate)…
+    let updating = |s: &Value| {
+        s["racks"][0]["components"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|c| c["type"] == "Compute")
+            .all(|c| {
+                c["commands"]
+                    .as_array()
+                    .is_some_and(|cs| cs.iter().any(|x| x["kind"] == "update"))
+            })
+    };
+    flow_tests::eventually(
+        Duration::from_secs(30),
+        Duration::from_millis(20),
+        || async {
+            let s = serde_json::to_value(env.sim().state()).unwrap();
+            updating(&s).then_some(())
+        },
+    )
+    .await
+    .expect("the updates never started");
+    let before = env.sim().state().logins_total;
+    // …when every BMC drops its sessions (a session timeout or a BMC reboot).
+    let expired: Value = reqwest::Client::new()
+        .post(format!(
+            "{}/admin/v1/sessions/expire",
+            env.sim().admin_url()
+        ))
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(expired["expired"].as_u64().unwrap() >= 4, "{expired}");
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    for tray in ["compute-01", "compute-02", "compute-03", "compute-04"] {
+        let c = &t["steps"][0]["results"][tray];
+        assert_eq!(c["result"], "installed 26.04", "{c:#}");
+        // No call failed: nothing recorded against the tray, one update.
+        assert!(c["error"].is_null(), "{tray}: {c:#}");
+    }
+    let state = env.sim().state();
+    // The polls after the drop logged in again (once per tray's BMC at
+    // least), and each BMC took its update once.
+    assert!(
+        state.logins_total >= before + 4,
+        "logins {} before the drop, {} after",
+        before,
+        state.logins_total
+    );
+    for c in state.racks[0]
+        .components
+        .iter()
+        .filter(|c| c.name.starts_with("compute"))
+    {
+        let updates = c
+            .commands
+            .iter()
+            .filter(|x| x.kind == flow_rack_sim::CommandKind::Update)
+            .count();
+        assert_eq!(updates, 1, "{}: {:?}", c.name, c.commands);
+        assert!(
+            c.refused.iter().all(|r| r.status == 401),
+            "{}: {:?}",
+            c.name,
+            c.refused
+        );
+    }
+    env.stop().await;
+}

@@ -112,9 +112,10 @@ async fn main() -> anyhow::Result<()> {
         )),
         None => None,
     };
-    let watch_http = redfish.http_client()?;
-    let watch_credentials = Arc::clone(&credentials);
-    let registry = flow_redfish::registry(&redfish, credentials, lifecycle)?;
+    // One set of BMC connections for the managers and the watcher: the
+    // per-BMC request cap and the Redfish sessions count both.
+    let bmcs = flow_redfish::Connections::new(&redfish, credentials)?;
+    let registry = flow_redfish::registry_with(&redfish, &bmcs, lifecycle)?;
     let mut metrics_registry = MetricsRegistry::new();
     let metrics = WorkerMetrics::register(&mut metrics_registry);
     let metrics_server = flow_metrics::start(
@@ -158,8 +159,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!(poll_every = ?config.poll_every, "watching BMCs for hardware events");
         tokio::spawn(flow_worker::watch::run(
             client.clone(),
-            watch_http,
-            watch_credentials,
+            bmcs,
             config,
             stop.clone(),
         ));

@@ -30,8 +30,9 @@ use async_nats::HeaderMap;
 use flow_protocol::api::{Endpoint, RackByRef, RackList, decode_reply, endpoint};
 use flow_protocol::event::{EventType, HardwareEvent, Severity};
 use flow_protocol::ids::RackRef;
+use flow_protocol::jobs::ComponentTarget;
 use flow_protocol::subjects::api_subject;
-use flow_redfish::CredentialStore;
+use flow_redfish::Connections;
 use flow_redfish::sse::SseFrames;
 use flow_telemetry::ErrorChain;
 use serde_json::Value;
@@ -79,62 +80,48 @@ pub enum WatchError {
         /// What went wrong.
         message: String,
     },
-    /// A BMC request failed.
-    #[error("GET {url}")]
-    Http {
-        /// The URL.
-        url: String,
+    /// A BMC request failed (or was refused).
+    #[error("{component} (rack {rack}): {path}")]
+    Bmc {
+        /// The rack.
+        rack: String,
+        /// The component.
+        component: String,
+        /// The path read.
+        path: String,
         /// Why.
         #[source]
-        source: reqwest::Error,
+        source: flow_hardware::HardwareError,
     },
-    /// A BMC answered with an error status.
-    #[error("GET {url}: HTTP {status}")]
-    Status {
-        /// The URL.
-        url: String,
-        /// The status.
-        status: u16,
-    },
-    /// A BMC's credential reference is not in the credentials file.
-    #[error("no credential {0:?} in the credentials file")]
-    NoCredential(String),
     /// A publish was not acknowledged.
     #[error("publishing the event")]
     Publish(#[source] async_nats::Error),
 }
 
 /// One BMC to watch.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Target {
-    rack: String,
-    component: String,
-    url: String,
-    credential: String,
-}
+type Target = ComponentTarget;
 
 struct Watcher {
     client: async_nats::Client,
     js: async_nats::jetstream::Context,
-    http: reqwest::Client,
-    credentials: Arc<CredentialStore>,
+    bmcs: Connections,
     reads: Semaphore,
     config: WatchConfig,
 }
 
-/// Watches every BMC of the inventory until `stop`.
+/// Watches every BMC of the inventory until `stop`, through `bmcs` (the
+/// worker's own connections: its per-BMC request cap and its Redfish
+/// sessions count the watcher's reads and streams too).
 pub async fn run(
     client: async_nats::Client,
-    http: reqwest::Client,
-    credentials: Arc<CredentialStore>,
+    bmcs: Connections,
     config: WatchConfig,
     stop: CancellationToken,
 ) {
     let watcher = Arc::new(Watcher {
         js: async_nats::jetstream::new(client.clone()),
         client,
-        http,
-        credentials,
+        bmcs,
         reads: Semaphore::new(config.max_reads.max(1)),
         config,
     });
@@ -144,7 +131,7 @@ pub async fn run(
             Ok(targets) => {
                 let wanted: BTreeMap<(String, String), Target> = targets
                     .into_iter()
-                    .map(|t| ((t.rack.clone(), t.component.clone()), t))
+                    .map(|t| ((t.rack.clone(), t.name.clone()), t))
                     .collect();
                 watches.retain(|key, (target, token)| {
                     let keep = wanted.get(key) == Some(target);
@@ -210,59 +197,38 @@ impl Watcher {
                     .components
                     .into_iter()
                     .filter(|c| !c.bmc_url.is_empty())
-                    .map(|c| Target {
-                        rack: record.name.clone(),
-                        component: c.name,
-                        url: c.bmc_url.trim_end_matches('/').to_owned(),
-                        credential: c.credential_ref,
-                    }),
+                    .map(|c| ComponentTarget::of(&record.name, &c)),
             );
         }
         Ok(out)
     }
 
-    /// Sends an authenticated request for `url` (built by `request`) and
-    /// checks the status.
-    async fn send(
-        &self,
-        target: &Target,
-        url: &str,
-        request: impl FnOnce(reqwest::RequestBuilder) -> reqwest::RequestBuilder,
-    ) -> Result<reqwest::Response, WatchError> {
-        let credential = self
-            .credentials
-            .get(&target.credential)
-            .ok_or_else(|| WatchError::NoCredential(target.credential.clone()))?;
-        let response = request(self.http.get(url))
-            .basic_auth(&credential.user, Some(credential.password.expose()))
-            .send()
-            .await
-            .map_err(|source| WatchError::Http {
-                url: url.to_owned(),
-                source,
-            })?;
-        if !response.status().is_success() {
-            return Err(WatchError::Status {
-                url: url.to_owned(),
-                status: response.status().as_u16(),
-            });
+    fn bmc_error(target: &Target, path: &str, source: flow_hardware::HardwareError) -> WatchError {
+        WatchError::Bmc {
+            rack: target.rack.clone(),
+            component: target.name.clone(),
+            path: path.to_owned(),
+            source,
         }
-        Ok(response)
     }
 
     async fn get(&self, target: &Target, path: &str) -> Result<Value, WatchError> {
-        let url = format!("{}{path}", target.url);
         let _permit = self.reads.acquire().await;
-        self.send(target, &url, |r| r)
-            .await?
-            .json()
+        self.bmcs
+            .get_json(target, path, "read for hardware events")
             .await
-            .map_err(|source| WatchError::Http { url, source })
+            .map_err(|e| Self::bmc_error(target, path, e))
     }
 
     /// The SSE URI, if the BMC has an event service.
     async fn event_stream_uri(&self, target: &Target) -> Result<Option<String>, WatchError> {
-        let root = self.get(target, "/redfish/v1").await?;
+        let root = {
+            let _permit = self.reads.acquire().await;
+            self.bmcs
+                .root_json(target)
+                .await
+                .map_err(|e| Self::bmc_error(target, "/redfish/v1", e))?
+        };
         let Some(service) = flow_redfish::sse::event_service_of(&root) else {
             return Ok(None);
         };
@@ -345,11 +311,11 @@ impl Watcher {
                     continue;
                 }
                 Ok(Watched::StreamEnded) => {
-                    tracing::debug!(rack = %target.rack, component = %target.component, "event stream ended");
+                    tracing::debug!(rack = %target.rack, component = %target.name, "event stream ended");
                     pause = RECONNECT_FIRST;
                 }
                 Err(error) => {
-                    tracing::debug!(rack = %target.rack, component = %target.component, error = %ErrorChain(&error), "cannot watch the BMC; trying again");
+                    tracing::debug!(rack = %target.rack, component = %target.name, error = %ErrorChain(&error), "cannot watch the BMC; trying again");
                     pause = (pause * 2).min(RECONNECT_MAX);
                 }
             }
@@ -366,27 +332,26 @@ impl Watcher {
             self.poll(target).await?;
             return Ok(Watched::Polled);
         };
-        let url = format!("{}{uri}", target.url);
-        let mut response = self
-            .send(target, &url, |r| {
-                // The stream outlives the client's request timeout: reopen
-                // it (and read the chassis again) every hour.
-                r.header("Accept", "text/event-stream")
-                    .timeout(Duration::from_secs(3600))
-            })
-            .await?;
+        // Held open (one of the BMC's request permits) until it ends; the
+        // stream is opened again (and the chassis read again) at least
+        // every hour.
+        let mut stream = self
+            .bmcs
+            .open_stream(target, &uri)
+            .await
+            .map_err(|e| Self::bmc_error(target, &uri, e))?;
         // Opened: now read what happened while nobody listened.
         self.poll(target).await?;
         let mut frames = SseFrames::default();
         loop {
-            let chunk = match tokio::time::timeout(STREAM_IDLE, response.chunk()).await {
+            let chunk = match tokio::time::timeout(STREAM_IDLE, stream.response.chunk()).await {
                 Err(_) => return Ok(Watched::StreamEnded),
                 Ok(Err(_)) | Ok(Ok(None)) => return Ok(Watched::StreamEnded),
                 Ok(Ok(Some(chunk))) => chunk,
             };
             for data in frames.push(&chunk) {
                 let Ok(record) = serde_json::from_str::<Value>(&data) else {
-                    tracing::warn!(rack = %target.rack, component = %target.component, "an event stream frame is not JSON; ignored");
+                    tracing::warn!(rack = %target.rack, component = %target.name, "an event stream frame is not JSON; ignored");
                     continue;
                 };
                 let events = record
@@ -453,13 +418,13 @@ fn read_record(
         key: format!(
             "{}/{}/{}/{ms}",
             target.rack,
-            target.component,
+            target.name,
             message_id.rsplit('.').next().unwrap_or(message_id)
         ),
         event_type,
         severity,
         rack: target.rack.clone(),
-        component: target.component.clone(),
+        component: target.name.clone(),
         message: record
             .get("Message")
             .and_then(Value::as_str)
@@ -491,9 +456,11 @@ mod tests {
     fn a_condition_and_its_event_give_one_key() {
         let target = Target {
             rack: "rack-01".into(),
-            component: "compute-02".into(),
-            url: String::new(),
-            credential: String::new(),
+            name: "compute-02".into(),
+            component_type: flow_rules::ComponentType::Compute,
+            bmc_url: String::new(),
+            credential_ref: String::new(),
+            resource_id: None,
         };
         let condition = serde_json::json!({"MessageId": "Environmental.1.0.LeakDetectedCritical",
             "Timestamp": "2026-12-01T10:00:00.123Z", "Severity": "Critical"});

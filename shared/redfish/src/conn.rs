@@ -54,6 +54,23 @@ fn repairs() -> Vec<UserRule> {
 /// Where a BMC takes logins when its root does not say otherwise.
 pub const SESSIONS_PATH: &str = "/redfish/v1/SessionService/Sessions";
 
+/// How long the root a login read stands in for a read of it: long enough
+/// for the discovery that follows the first login, short enough that a
+/// later rediscovery reads the root as it is then.
+const ROOT_KEPT: Duration = Duration::from_secs(60);
+
+/// Where the root says logins go (`Links/Sessions`), else [`SESSIONS_PATH`].
+pub(crate) fn sessions_link(root: &Value) -> String {
+    root["Links"]["Sessions"]["@odata.id"]
+        .as_str()
+        .filter(|p| p.starts_with('/'))
+        .map_or_else(|| SESSIONS_PATH.to_owned(), str::to_owned)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// One BMC's shared state.
 pub struct BmcHandle {
     base: Url,
@@ -66,6 +83,12 @@ pub struct BmcHandle {
     token: tokio::sync::Mutex<Option<SessionToken>>,
     /// The BMC has no SessionService: HTTP Basic from now on.
     basic_only: std::sync::atomic::AtomicBool,
+    /// Where it takes logins, once its root has been read.
+    sessions_path: Mutex<Option<String>>,
+    /// The service root as read (without credentials, as DSP0266 serves
+    /// it) to find [`Self::sessions_path`], kept for the next reader so that
+    /// a login costs no extra request.
+    root_json: Mutex<Option<(std::time::Instant, Value)>>,
     /// Its event stream, while followed (`shared/redfish/src/events.rs`).
     pub events: crate::events::Events,
 }
@@ -178,6 +201,8 @@ impl BmcPool {
                 power: Mutex::new(None),
                 token: tokio::sync::Mutex::new(None),
                 basic_only: std::sync::atomic::AtomicBool::new(false),
+                sessions_path: Mutex::new(None),
+                root_json: Mutex::new(None),
                 events: crate::events::Events::default(),
             })
         }))
@@ -281,6 +306,104 @@ impl BmcPool {
             _permit: permit,
             _total: total,
         })
+    }
+}
+
+/// The BMC connections of one process: its per-BMC request caps, its
+/// whole cap, its sessions and its credentials. Every manager of a
+/// registry shares one ([`crate::registry_with`]), and so does anything else
+/// that talks to the same BMCs (the hardware watcher), so that the per-BMC
+/// cap counts every request, stream and login the process makes there.
+#[derive(Clone)]
+pub struct Connections {
+    pub(crate) pool: BmcPool,
+    credentials: Arc<crate::CredentialStore>,
+}
+
+/// An open event stream: its body, and the BMC permit it holds while it
+/// lives.
+pub struct EventStream<'a> {
+    /// The `text/event-stream` response; read its body with `chunk()`.
+    pub response: reqwest::Response,
+    _session: Session<'a>,
+}
+
+impl Connections {
+    /// Connections as `settings` describe them, with `credentials`.
+    pub fn new(
+        settings: &crate::RedfishSettings,
+        credentials: Arc<crate::CredentialStore>,
+    ) -> Result<Self, HardwareError> {
+        Ok(Connections {
+            pool: BmcPool::new(
+                settings.http_client()?,
+                settings.max_concurrent_per_bmc,
+                settings.max_requests.clone(),
+            ),
+            credentials,
+        })
+    }
+
+    /// The target's credential.
+    pub(crate) fn credential(
+        &self,
+        target: &ComponentTarget,
+    ) -> Result<BmcCredential, HardwareError> {
+        self.credentials
+            .get(&target.credential_ref)
+            .cloned()
+            .ok_or_else(|| HardwareError::MissingCredential {
+                component: target.name.clone(),
+                reference: target.credential_ref.clone(),
+            })
+    }
+
+    /// A request's turn at the target's BMC (its permit and one of the
+    /// whole cap).
+    pub(crate) async fn session<'a>(
+        &self,
+        target: &'a ComponentTarget,
+    ) -> Result<Session<'a>, HardwareError> {
+        self.pool.session(target, self.credential(target)?).await
+    }
+
+    /// GETs `path` at the target's BMC as JSON, within its caps, logged in
+    /// as the credential says.
+    pub async fn get_json(
+        &self,
+        target: &ComponentTarget,
+        path: &str,
+        action: &str,
+    ) -> Result<Value, HardwareError> {
+        self.session(target).await?.get_json(path, action).await
+    }
+
+    /// The target's service root as JSON.
+    pub async fn root_json(&self, target: &ComponentTarget) -> Result<Value, HardwareError> {
+        self.session(target).await?.root_json().await
+    }
+
+    /// Opens the event stream at `path`; it holds one of the BMC's permits
+    /// (none of the whole cap) until dropped.
+    pub async fn open_stream<'a>(
+        &self,
+        target: &'a ComponentTarget,
+        path: &str,
+    ) -> Result<EventStream<'a>, HardwareError> {
+        let session = self
+            .pool
+            .stream_session(target, self.credential(target)?)
+            .await?;
+        let response = session.open_stream(path).await?;
+        Ok(EventStream {
+            response,
+            _session: session,
+        })
+    }
+
+    /// Logs out of every session (at shutdown); how many the BMCs accepted.
+    pub async fn logout_all(&self) -> usize {
+        self.pool.logout_all().await
     }
 }
 
@@ -442,7 +565,7 @@ impl Session<'_> {
         if let Some(session) = held.as_ref() {
             return Ok(Auth::Token(session.token.clone()));
         }
-        let url = self.url(SESSIONS_PATH);
+        let url = self.url(&self.login_path().await?);
         let login = serde_json::json!({
             "UserName": self.credential.user,
             "Password": self.credential.password.expose(),
@@ -474,6 +597,50 @@ impl Session<'_> {
             }),
             _ => Err(self.refused("log in (Redfish session)", &answer.reply)),
         }
+    }
+
+    /// Where the BMC takes logins: its root's `Links/Sessions`, read once
+    /// without credentials (the root is public under DSP0266), or
+    /// [`SESSIONS_PATH`] when the root has no such link or will not be read
+    /// without credentials. The root read is kept for [`Self::root_json`].
+    async fn login_path(&self) -> Result<String, HardwareError> {
+        if let Some(path) = lock(&self.handle.sessions_path).clone() {
+            return Ok(path);
+        }
+        let url = self.url(crate::discover::ROOT);
+        let read = self.exchange(self.http.get(url.clone()), &url).await?;
+        let root = (200..300)
+            .contains(&read.reply.status)
+            .then(|| serde_json::from_str::<Value>(&read.reply.body).ok())
+            .flatten();
+        let path = match root {
+            Some(root) => {
+                let path = sessions_link(&root);
+                *lock(&self.handle.root_json) = Some((std::time::Instant::now(), root));
+                path
+            }
+            None => {
+                tracing::debug!(bmc = %self.base, status = read.reply.status, "service root not readable without credentials; logging in at the default path");
+                SESSIONS_PATH.to_owned()
+            }
+        };
+        *lock(&self.handle.sessions_path) = Some(path.clone());
+        Ok(path)
+    }
+
+    /// The service root as JSON: the copy a login read in the last
+    /// [`ROOT_KEPT`], once, else read now (so a rediscovery sees a changed
+    /// root).
+    pub async fn root_json(&self) -> Result<Value, HardwareError> {
+        // Log in first (when due): the login may read the root.
+        self.auth().await?;
+        if let Some((at, root)) = lock(&self.handle.root_json).take()
+            && at.elapsed() < ROOT_KEPT
+        {
+            return Ok(root);
+        }
+        self.get_json(crate::discover::ROOT, "read the service root")
+            .await
     }
 
     /// Drops the BMC's session if it is still `token` (another call may
@@ -568,6 +735,17 @@ impl Session<'_> {
         }
     }
 
+    /// The status a GET of `path` gets with HTTP Basic, whatever this
+    /// credential's mode: `401` from a BMC that takes only sessions. A
+    /// read, so asking changes nothing (`flow bmc … probe`).
+    pub async fn basic_status(&self, path: &str) -> Result<u16, HardwareError> {
+        let url = self.url(path);
+        let exchange = self
+            .once(reqwest::Method::GET, &url, None, &Auth::Basic)
+            .await?;
+        Ok(exchange.reply.status)
+    }
+
     /// GETs a resource as raw JSON.
     pub async fn get_json(&self, path: &str, action: &str) -> Result<Value, HardwareError> {
         let reply = self.send(reqwest::Method::GET, path, None).await?;
@@ -623,6 +801,16 @@ mod tests {
             password: Secret::new("p"),
             auth: crate::AuthMode::Basic,
         }
+    }
+
+    #[test]
+    fn logins_go_where_the_root_links_them_else_to_the_default_path() {
+        let root = serde_json::json!({"Links": {"Sessions": {"@odata.id": "/redfish/v1/SessionService/Sessions2"}}});
+        assert_eq!(sessions_link(&root), "/redfish/v1/SessionService/Sessions2");
+        // No Links (some firmware), or a link that is not a path: the default.
+        assert_eq!(sessions_link(&serde_json::json!({})), SESSIONS_PATH);
+        let odd = serde_json::json!({"Links": {"Sessions": {"@odata.id": "Sessions"}}});
+        assert_eq!(sessions_link(&odd), SESSIONS_PATH);
     }
 
     #[tokio::test]

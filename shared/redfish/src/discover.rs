@@ -134,7 +134,7 @@ pub(crate) async fn discover(
 ) -> Result<(PowerTarget, Value), HardwareError> {
     let target = session.target;
     let resource = kind.power_resource();
-    let root = session.get_json(ROOT, "read the service root").await?;
+    let root = session.root_json().await?;
     let collection_id = collection_of(&root, resource);
     let collection = session
         .get_json(&collection_id, "list power resources")

@@ -167,9 +167,7 @@ async fn follow(
 /// The SSE URI from the root's `EventService`, `None` without one (or
 /// disabled).
 async fn stream_uri(session: &crate::conn::Session<'_>) -> Result<Option<String>, HardwareError> {
-    let root = session
-        .get_json(crate::discover::ROOT, "read the service root")
-        .await?;
+    let root = session.root_json().await?;
     let Some(service) = crate::sse::event_service_of(&root) else {
         return Ok(None);
     };

@@ -21,10 +21,10 @@ mod power;
 pub mod probe;
 pub mod sse;
 
-pub use conn::RequestCap;
+pub use conn::{Connections, EventStream, RequestCap};
 pub use credentials::{AuthMode, BmcCredential, CredentialError, CredentialStore};
 pub use manager::{
     DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONCURRENT_PER_BMC, DEFAULT_MAX_REQUESTS,
     DEFAULT_REQUEST_TIMEOUT, IDLE_CONNECTION_TIMEOUT, RedfishManager, RedfishSettings,
-    error_message, registry, snippet,
+    error_message, registry, registry_with, snippet,
 };

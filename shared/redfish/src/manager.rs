@@ -19,10 +19,10 @@ use flow_hardware::{
     PowerStatus,
 };
 
-use crate::conn::{self, BmcPool, RequestCap, Session};
+use crate::conn::{self, Connections, RequestCap, Session};
 use crate::kind::Kind;
 use crate::lifecycle::LifecycleClient;
-use crate::{BmcCredential, CredentialStore, firmware, power};
+use crate::{CredentialStore, firmware, power};
 
 /// Requests in flight per BMC when nothing says otherwise: BMCs are small
 /// controllers that serve few requests at once (`docs/hardware.md`,
@@ -120,12 +120,26 @@ pub fn registry(
     credentials: Arc<CredentialStore>,
     lifecycle: Option<LifecycleClient>,
 ) -> Result<ManagerRegistry, HardwareError> {
+    registry_with(
+        settings,
+        &Connections::new(settings, credentials)?,
+        lifecycle,
+    )
+}
+
+/// A registry as [`registry`] builds it, on `connections` (which the
+/// caller may share with others who talk to the same BMCs).
+pub fn registry_with(
+    settings: &RedfishSettings,
+    connections: &Connections,
+    lifecycle: Option<LifecycleClient>,
+) -> Result<ManagerRegistry, HardwareError> {
     let mut registry = ManagerRegistry::new();
     for t in MANAGED_TYPES {
-        registry.register(Arc::new(RedfishManager::new(
+        registry.register(Arc::new(RedfishManager::with_connections(
             t,
             settings,
-            Arc::clone(&credentials),
+            connections.clone(),
             lifecycle.clone(),
         )?));
     }
@@ -136,8 +150,7 @@ pub fn registry(
 pub struct RedfishManager {
     descriptor: ManagerDescriptor,
     kind: Kind,
-    pool: BmcPool,
-    credentials: Arc<CredentialStore>,
+    connections: Connections,
     lifecycle: Option<LifecycleClient>,
     /// Follow BMCs' event streams (`RedfishSettings::events`).
     events: bool,
@@ -153,6 +166,17 @@ impl RedfishManager {
         credentials: Arc<CredentialStore>,
         lifecycle: Option<LifecycleClient>,
     ) -> Result<Self, HardwareError> {
+        let connections = Connections::new(settings, credentials)?;
+        Self::with_connections(component_type, settings, connections, lifecycle)
+    }
+
+    /// A manager as [`Self::new`] builds it, on shared `connections`.
+    pub fn with_connections(
+        component_type: ComponentType,
+        settings: &RedfishSettings,
+        connections: Connections,
+        lifecycle: Option<LifecycleClient>,
+    ) -> Result<Self, HardwareError> {
         let kind = Kind::of(component_type).ok_or(HardwareError::NoManager { component_type })?;
         let capabilities = catalog::declared(component_type, lifecycle.is_some())
             .ok_or(HardwareError::NoManager { component_type })?;
@@ -163,29 +187,14 @@ impl RedfishManager {
                 capabilities,
             },
             kind,
-            pool: BmcPool::new(
-                settings.http_client()?,
-                settings.max_concurrent_per_bmc,
-                settings.max_requests.clone(),
-            ),
-            credentials,
+            connections,
             lifecycle,
             events: settings.events,
         })
     }
 
-    fn credential(&self, target: &ComponentTarget) -> Result<BmcCredential, HardwareError> {
-        self.credentials
-            .get(&target.credential_ref)
-            .cloned()
-            .ok_or_else(|| HardwareError::MissingCredential {
-                component: target.name.clone(),
-                reference: target.credential_ref.clone(),
-            })
-    }
-
     async fn session<'a>(&self, target: &'a ComponentTarget) -> Result<Session<'a>, HardwareError> {
-        self.pool.session(target, self.credential(target)?).await
+        self.connections.session(target).await
     }
 
     /// What Flow finds at the target's BMC (`flow bmc <url> probe`),
@@ -263,12 +272,12 @@ impl ComponentManager for RedfishManager {
         if !self.events {
             return None;
         }
-        let credential = self.credential(target).ok()?;
-        crate::events::signal(&self.pool, target, credential)
+        let credential = self.connections.credential(target).ok()?;
+        crate::events::signal(&self.connections.pool, target, credential)
     }
 
     async fn close(&self) {
-        let n = self.pool.logout_all().await;
+        let n = self.connections.logout_all().await;
         if n > 0 {
             tracing::info!(sessions = n, component_type = %self.descriptor.component_type, "logged out of Redfish sessions");
         }

@@ -57,6 +57,9 @@ pub struct Probe {
     /// login) or `basic` (HTTP Basic: the credential says so, or the BMC
     /// has no SessionService).
     pub auth: &'static str,
+    /// Whether a read with HTTP Basic is accepted (`false`: the BMC takes
+    /// only sessions).
+    pub basic_accepted: bool,
     /// The EventService's `ServerSentEventUri`, if it has one.
     pub events: Option<String>,
     /// The simulator profile it resembles most.
@@ -74,6 +77,7 @@ fn is_uuid(id: &str) -> bool {
 }
 
 /// The simulator profile findings resemble: the first deviation seen.
+/// (`reset-200` cannot be told without a reset, which a probe never sends.)
 pub fn resembles(probe: &Probe) -> &'static str {
     let members = || probe.systems.iter().chain(&probe.chassis);
     if !probe.root_links {
@@ -84,6 +88,8 @@ pub fn resembles(probe: &Probe) -> &'static str {
         "multi-system"
     } else if members().any(|m| m.action_info) {
         "action-info"
+    } else if !probe.basic_accepted {
+        "session-only"
     } else {
         "standard"
     }
@@ -151,9 +157,7 @@ async fn sessions(session: &Session<'_>, root: &Value) -> String {
 /// Reads what [`Probe`] lists from the session's BMC, for a component of
 /// `kind`.
 pub(crate) async fn probe(session: &Session<'_>, kind: Kind) -> Result<Probe, HardwareError> {
-    let root = session
-        .get_json(crate::discover::ROOT, "read the service root")
-        .await?;
+    let root = session.root_json().await?;
     let text = |k: &str| root[k].as_str().map(str::to_owned);
     let (systems, system_power) = members(
         session,
@@ -222,6 +226,10 @@ pub(crate) async fn probe(session: &Session<'_>, kind: Kind) -> Result<Probe, Ha
         firmware,
         sessions: sessions(session, &root).await,
         auth: session.auth_in_use().await,
+        basic_accepted: session
+            .basic_status(&collection_of(&root, kind.power_resource()))
+            .await?
+            != 401,
         events,
         resembles: "standard",
     };

@@ -407,13 +407,11 @@ impl Stack {
             flow_rack_sim::DEFAULT_USER,
             flow_rack_sim::DEFAULT_PASSWORD,
         ));
-        let http = RedfishSettings::default()
-            .http_client()
-            .expect("an HTTP client");
+        let bmcs = flow_redfish::Connections::new(&RedfishSettings::default(), credentials)
+            .expect("BMC connections");
         let handle = tokio::spawn(flow_worker::watch::run(
             self.client.clone(),
-            http,
-            credentials,
+            bmcs,
             config,
             stop.clone(),
         ));
