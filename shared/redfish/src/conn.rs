@@ -11,7 +11,7 @@ use std::time::Duration;
 use nv_redfish::ServiceRoot;
 use nv_redfish::bmc_http::reqwest::Client as NvClient;
 use nv_redfish::bmc_http::{BmcCredentials, CacheSettings, HttpBmc};
-use nv_redfish::quirks::{Match, RulesBmc, UserRule};
+use nv_redfish::quirks::{IdPattern, Match, RulesBmc, UserRule};
 use serde_json::Value;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use url::Url;
@@ -30,25 +30,103 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(10);
 /// How many times one request waits out a `503` with `Retry-After`.
 const RETRY_AFTER_TRIES: usize = 2;
 
-/// The repairs Flow asks of nv-redfish for documents it reads through it:
-/// a service root without `Links` (required by the schema, unused by Flow,
-/// missing on some firmware) is read as one with an empty session link.
+/// The repairs Flow asks of nv-redfish for documents it reads through it
+/// (its quirks support), each for a property Flow does not use that real
+/// firmware gets wrong (`docs/hardware.md`, "What Flow tolerates"):
+///
+/// * a service root without `Links` (required by the schema; missing on
+///   some firmware) is read as one with the default session link. The root
+///   is matched by its type and, for services that name types the pre-1.0
+///   way (`#ServiceRoot.1.0.0.ServiceRoot`), by its `@odata.id`;
+/// * a firmware inventory member whose `ReleaseDate` is not an RFC 3339
+///   date-time with an offset (`2017-08-22T12:00:00`, `00:00:00Z`) is read
+///   without it: one bad date would otherwise fail the whole inventory.
 fn repairs() -> Vec<UserRule> {
-    vec![UserRule::new(
-        "service root without Links",
-        Match::Type("ServiceRoot".to_owned()),
-        |mut root: Value| {
-            if let Some(fields) = root.as_object_mut()
-                && !fields.contains_key("Links")
-            {
-                fields.insert(
-                    "Links".to_owned(),
-                    serde_json::json!({ "Sessions": { "@odata.id": "/redfish/v1/SessionService/Sessions" } }),
-                );
-            }
-            root
-        },
-    )]
+    vec![
+        UserRule::new(
+            "service root without Links",
+            Match::Type("ServiceRoot".to_owned()),
+            add_links,
+        ),
+        UserRule::new(
+            "service root without Links (by path)",
+            Match::Id(IdPattern::new("/redfish/v1")),
+            add_links,
+        ),
+        UserRule::new(
+            "service root without Links (by path, trailing slash)",
+            Match::Id(IdPattern::new("/redfish/v1/")),
+            add_links,
+        ),
+        UserRule::new(
+            "firmware ReleaseDate that is no RFC 3339 date-time",
+            Match::Type("SoftwareInventory".to_owned()),
+            drop_bad_release_date,
+        ),
+        UserRule::new(
+            "firmware ReleaseDate that is no RFC 3339 date-time (by path)",
+            Match::Id(IdPattern::new(
+                "/redfish/v1/UpdateService/FirmwareInventory/*",
+            )),
+            drop_bad_release_date,
+        ),
+    ]
+}
+
+/// A service root without `Links` gets the default session link.
+fn add_links(mut root: Value) -> Value {
+    if let Some(fields) = root.as_object_mut()
+        && !fields.contains_key("Links")
+    {
+        fields.insert(
+            "Links".to_owned(),
+            serde_json::json!({ "Sessions": { "@odata.id": SESSIONS_PATH } }),
+        );
+    }
+    root
+}
+
+/// A `ReleaseDate` that is not an RFC 3339 date-time is dropped.
+fn drop_bad_release_date(mut member: Value) -> Value {
+    if let Some(fields) = member.as_object_mut()
+        && fields.get("ReleaseDate").is_some_and(|d| !is_rfc3339(d))
+    {
+        fields.remove("ReleaseDate");
+    }
+    member
+}
+
+/// Whether a JSON value is an RFC 3339 date-time with an offset (what the
+/// schema's `Edm.DateTimeOffset` asks for).
+fn is_rfc3339(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| {
+        time::OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).is_ok()
+    })
+}
+
+/// Redirects are followed only within the BMC's own origin (scheme, host
+/// and port), at most [`MAX_REDIRECTS`] in a row: a service that serves its
+/// root only at `/redfish/v1/` answers `/redfish/v1` with a `308`
+/// (DSP0266 names both URIs), and credentials never leave the origin.
+pub(crate) fn redirect_policy() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let first = attempt.previous().first().cloned();
+        if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.stop()
+        } else if first.is_some_and(|from| same_origin(&from, attempt.url())) {
+            attempt.follow()
+        } else {
+            attempt.stop()
+        }
+    })
+}
+
+/// How many redirects in a row a request follows.
+const MAX_REDIRECTS: usize = 3;
+
+/// Whether two URLs share scheme, host and port.
+fn same_origin(a: &Url, b: &Url) -> bool {
+    a.origin() == b.origin()
 }
 
 /// Where a BMC takes logins when its root does not say otherwise.
@@ -801,6 +879,38 @@ mod tests {
             password: Secret::new("p"),
             auth: crate::AuthMode::Basic,
         }
+    }
+
+    #[test]
+    fn repairs_drop_a_release_date_without_an_offset_and_add_missing_links() {
+        let member = serde_json::json!({"Id": "BMC", "Version": "1.0", "ReleaseDate": "2017-08-22T12:00:00"});
+        let fixed = drop_bad_release_date(member);
+        assert!(fixed.get("ReleaseDate").is_none(), "{fixed}");
+        assert_eq!(fixed["Version"], "1.0");
+        let zero = serde_json::json!({"ReleaseDate": "00:00:00Z"});
+        assert!(drop_bad_release_date(zero).get("ReleaseDate").is_none());
+        let good = serde_json::json!({"Id": "BMC", "ReleaseDate": "2017-08-22T12:00:00Z"});
+        assert_eq!(drop_bad_release_date(good.clone()), good);
+        let root = add_links(serde_json::json!({"@odata.id": "/redfish/v1"}));
+        assert_eq!(root["Links"]["Sessions"]["@odata.id"], SESSIONS_PATH);
+        let linked = serde_json::json!({"Links": {"Sessions": {"@odata.id": "/s"}}});
+        assert_eq!(add_links(linked.clone()), linked);
+        assert_eq!(repairs().len(), 5);
+    }
+
+    #[test]
+    fn redirects_stay_within_the_origin() {
+        let u = |s: &str| Url::parse(s).unwrap();
+        assert!(same_origin(
+            &u("http://127.0.0.1:80/redfish/v1"),
+            &u("http://127.0.0.1/redfish/v1/")
+        ));
+        assert!(!same_origin(
+            &u("http://127.0.0.1:8000/a"),
+            &u("http://127.0.0.1:8001/a")
+        ));
+        assert!(!same_origin(&u("https://bmc/a"), &u("http://bmc/a")));
+        assert!(!same_origin(&u("https://bmc/a"), &u("https://elsewhere/a")));
     }
 
     #[test]

@@ -189,12 +189,19 @@ pub(crate) async fn discover(
         tracing::debug!(resource = %power.odata_id, "power resource discovered");
         return Ok((power, json));
     }
+    // DSP2046's power shelves live under PowerEquipment and are driven
+    // through outlets and supplies, not a Chassis reset: say so.
+    let equipment = if resource == PowerResource::Chassis && root.get("PowerEquipment").is_some() {
+        "; the BMC has PowerEquipment (power shelves as DSP2046 models them), which Flow does not drive"
+    } else {
+        ""
+    };
     Err(no_power(
         session,
         match configured {
             Some(want) => format!("no member of {collection_id} is named {want:?} (resource_id)"),
             None => format!(
-                "no member of {collection_id} has a PowerState and a {} action{}",
+                "no member of {collection_id} has a PowerState and a {} action{}{equipment}",
                 resource.action_key(),
                 if seen.is_empty() {
                     " (it has no members)".to_owned()

@@ -81,8 +81,8 @@ impl Default for RedfishSettings {
 }
 
 impl RedfishSettings {
-    /// The HTTP client these settings describe. Cross-origin redirects are
-    /// refused so credentials never leave the BMC's origin.
+    /// The HTTP client these settings describe. Redirects are followed only
+    /// within the BMC's origin, so credentials never leave it.
     pub fn http_client(&self) -> Result<reqwest::Client, HardwareError> {
         let mut builder = reqwest::Client::builder()
             .use_rustls_tls()
@@ -90,7 +90,7 @@ impl RedfishSettings {
             .connect_timeout(self.connect_timeout)
             .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
             .pool_max_idle_per_host(self.max_concurrent_per_bmc.max(1))
-            .redirect(reqwest::redirect::Policy::none())
+            .redirect(conn::redirect_policy())
             .user_agent(concat!("flow/", env!("CARGO_PKG_VERSION")));
         if let Some(ca) = &self.ca_file {
             let pem = std::fs::read(ca).map_err(|e| {
