@@ -145,6 +145,14 @@ pub(crate) fn sessions_link(root: &Value) -> String {
         .map_or_else(|| SESSIONS_PATH.to_owned(), str::to_owned)
 }
 
+/// The resource an action's target belongs to: the path before
+/// `/Actions/`.
+fn resource_of(action_target: &str) -> &str {
+    action_target
+        .split_once("/Actions/")
+        .map_or(action_target, |(resource, _)| resource)
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -199,6 +207,8 @@ pub struct Reply {
     pub status: u16,
     /// The `Location` header (a task monitor after a `202`).
     pub location: Option<String>,
+    /// The `ETag` header.
+    pub etag: Option<String>,
     /// The body, as text.
     pub body: String,
 }
@@ -537,13 +547,16 @@ impl Session<'_> {
         method: reqwest::Method,
         path: &str,
         body: Option<&Value>,
+        if_match: Option<&str>,
     ) -> Result<Reply, HardwareError> {
         let url = self.url(path);
         let mut waits = 0;
         let mut relogged = false;
         loop {
             let auth = self.auth().await?;
-            let reply = self.once(method.clone(), &url, body, &auth).await?;
+            let reply = self
+                .once(method.clone(), &url, body, &auth, if_match)
+                .await?;
             if reply.reply.status == 401
                 && let Auth::Token(token) = &auth
                 && !relogged
@@ -579,8 +592,12 @@ impl Session<'_> {
         url: &Url,
         body: Option<&Value>,
         auth: &Auth,
+        if_match: Option<&str>,
     ) -> Result<Exchange, HardwareError> {
         let mut request = self.http.request(method, url.clone());
+        if let Some(etag) = if_match {
+            request = request.header(reqwest::header::IF_MATCH, etag);
+        }
         request = match auth {
             Auth::Basic => request.basic_auth(
                 &self.credential.user,
@@ -615,12 +632,14 @@ impl Session<'_> {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
         let location = header(reqwest::header::LOCATION);
+        let etag = header(reqwest::header::ETAG);
         let token = header(reqwest::header::HeaderName::from_static("x-auth-token"));
         let body = response.text().await.unwrap_or_default();
         Ok(Exchange {
             reply: Reply {
                 status,
                 location,
+                etag,
                 body,
             },
             retry_after,
@@ -805,6 +824,7 @@ impl Session<'_> {
                     &Reply {
                         status,
                         location: None,
+                        etag: None,
                         body,
                     },
                 ));
@@ -819,14 +839,14 @@ impl Session<'_> {
     pub async fn basic_status(&self, path: &str) -> Result<u16, HardwareError> {
         let url = self.url(path);
         let exchange = self
-            .once(reqwest::Method::GET, &url, None, &Auth::Basic)
+            .once(reqwest::Method::GET, &url, None, &Auth::Basic, None)
             .await?;
         Ok(exchange.reply.status)
     }
 
     /// GETs a resource as raw JSON.
     pub async fn get_json(&self, path: &str, action: &str) -> Result<Value, HardwareError> {
-        let reply = self.send(reqwest::Method::GET, path, None).await?;
+        let reply = self.send(reqwest::Method::GET, path, None, None).await?;
         if !(200..300).contains(&reply.status) {
             return Err(self.refused(action, &reply));
         }
@@ -837,15 +857,50 @@ impl Session<'_> {
         })
     }
 
+    /// The resource's ETag: its `ETag` header, else its `@odata.etag`.
+    async fn etag_of(&self, resource: &str) -> Result<Option<String>, HardwareError> {
+        let reply = self
+            .send(reqwest::Method::GET, resource, None, None)
+            .await?;
+        if !(200..300).contains(&reply.status) {
+            return Err(self.refused("read the resource's ETag", &reply));
+        }
+        Ok(reply.etag.or_else(|| {
+            serde_json::from_str::<Value>(&reply.body)
+                .ok()?
+                .get("@odata.etag")?
+                .as_str()
+                .map(str::to_owned)
+        }))
+    }
+
     /// POSTs `body` to an action's target: any 2xx is success (`200` with
-    /// a message, `202` with a task monitor, `204` without a body).
+    /// a message, `202` with a task monitor, `204` without a body). A `412`
+    /// or `428` (the BMC wants `If-Match`) is sent once more with the
+    /// resource's ETag.
     pub async fn post_action(
         &self,
         target: &str,
         body: &Value,
         action: &str,
     ) -> Result<Reply, HardwareError> {
-        let reply = self.send(reqwest::Method::POST, target, Some(body)).await?;
+        let mut reply = self
+            .send(reqwest::Method::POST, target, Some(body), None)
+            .await?;
+        if matches!(reply.status, 412 | 428)
+            && let Some(etag) = self.etag_of(resource_of(target)).await?
+        {
+            // The BMC asks for the resource's ETag (DSP0266 lets a service
+            // demand If-Match on a modifying request): once more with it.
+            tracing::debug!(
+                target,
+                status = reply.status,
+                "action wants If-Match; sending the ETag"
+            );
+            reply = self
+                .send(reqwest::Method::POST, target, Some(body), Some(&etag))
+                .await?;
+        }
         if !(200..300).contains(&reply.status) {
             return Err(self.refused(action, &reply));
         }
@@ -896,6 +951,15 @@ mod tests {
         let linked = serde_json::json!({"Links": {"Sessions": {"@odata.id": "/s"}}});
         assert_eq!(add_links(linked.clone()), linked);
         assert_eq!(repairs().len(), 5);
+    }
+
+    #[test]
+    fn an_actions_resource_is_the_path_before_actions() {
+        assert_eq!(
+            resource_of("/redfish/v1/Systems/1/Actions/ComputerSystem.Reset"),
+            "/redfish/v1/Systems/1"
+        );
+        assert_eq!(resource_of("/odd/target"), "/odd/target");
     }
 
     #[test]
