@@ -12,13 +12,24 @@
 //! `http[s]://IP:PORT`, Redfish under `/redfish/v1`); the admin and
 //! lifecycle APIs share the admin port. HTTP Basic auth (default
 //! `root`/`0penBmc`) or a session's `X-Auth-Token` (login:
-//! `POST /redfish/v1/SessionService/Sessions`) guards everything except
-//! `GET /redfish`, `GET /redfish/v1`, `GET /redfish/v1/$metadata`,
-//! `GET /redfish/v1/odata` and the login; failures answer `401` with
+//! `POST /redfish/v1/SessionService/Sessions`, or the same POST to
+//! `…/Sessions/Members`) guards everything except `GET /redfish`,
+//! `GET /redfish/v1`, `GET /redfish/v1/$metadata`, `GET /redfish/v1/odata`
+//! and the login; failures answer `401` with
 //! `WWW-Authenticate: Basic realm="flow-rack-sim"`. A trailing slash is
 //! tolerated; an unknown path is `404` and a wrong method `405` (`Allow`
-//! names the right one), both with a DMTF error body
+//! names the right ones), both with a DMTF error body
 //! (`{"error":{"code":"Base.1.15.0.<MessageId>","message",…,"@Message.ExtendedInfo":[…]}}`).
+//! A request's body is read whole before any answer, refusals included (so
+//! a client's kept-alive connection survives a refused POST).
+//!
+//! Headers (DSP0266): a request with an `OData-Version` other than `4.0` is
+//! `412 HeaderInvalid`; every answer has `OData-Version: 4.0` and
+//! `Cache-Control: no-store` (the SSE stream: `no-cache`); every successful
+//! read has `Allow` (the URI's methods, e.g. `GET, POST` on the sessions)
+//! and, for a typed body, `Link: <http://redfish.dmtf.org/schemas/v1/<Namespace>.json>;
+//! rel=describedby`, the DMTF JSON schema of its `@odata.type`
+//! (`ServiceRoot.v1_15_0.json`, `ComputerSystemCollection.json`).
 //!
 //! | path (under `/redfish/v1`) | compute tray | NVSwitch tray | power shelf |
 //! |---|---|---|---|
@@ -29,7 +40,10 @@
 //! | `Managers/<id>` | `BMC_0` | `BMC_0` | `bmc` |
 //! | `UpdateService/FirmwareInventory/<id>` | `FW_BMC_0`\*, `UEFI` | `FW_NVOS_0`\*, `FW_BMC_0` | `FW_PMC_0`\* |
 //! | `UpdateService/Actions/UpdateService.SimpleUpdate` | ✓ | ✓ | ✓ |
-//! | `TaskService/Tasks/<n>` | ✓ | ✓ | ✓ |
+//! | `TaskService/Tasks/<n>` (root link `Tasks`) | ✓ | ✓ | ✓ |
+//! | `SessionService/Sessions/<n>` | ✓ | ✓ | ✓ |
+//! | `EventService` (+ `SSE`, `Subscriptions/<n>`) | ✓ | — | — |
+//! | `$metadata`, `odata` | ✓ | ✓ | ✓ |
 //!
 //! (\* primary member: updated when `Targets` is absent or empty; its
 //! initial version is the inventory's `firmware_version`.)
@@ -38,6 +52,19 @@
 //! change how a BMC presents these: no `Links` on the root, UUID ids, a DPU
 //! system or backplane chassis listed first, reset values through an
 //! ActionInfo, `200` for a reset.
+//!
+//! Events (compute trays): `GET EventService/SSE` is a `text/event-stream`
+//! of Redfish `Event`s. While a stream is open it is an EventDestination
+//! (`SubscriptionType` `SSE`, `Destination` `redfish-sse://<client>`, an
+//! opaque `Context`) in `EventService/Subscriptions`, listed before the
+//! stream's answer is sent and removed when it ends; `DELETE` of it ends the
+//! stream (`204`). Push subscriptions are not taken: `POST` to
+//! `Subscriptions` is `405` (`Allow: GET`).
+//!
+//! DMTF's Redfish Service Validator finds nothing wrong with any kind in
+//! any profile but `no-links`' missing root `Links`
+//! (`tests/dmtf_service_validator.rs`); `scripts/redfish-validators` runs it
+//! and the Protocol Validator in a loopback-only network namespace.
 //!
 //! Resets (`POST <target>` with `{"ResetType": "<v>"}`): `204` when
 //! accepted; `400 ActionParameterMissing` for a body that is not a JSON
@@ -106,6 +133,7 @@ mod admin;
 mod api_error;
 mod clock;
 mod config;
+mod destinations;
 mod faults;
 mod gauge;
 mod inventory;
@@ -335,6 +363,10 @@ impl Simulator {
     /// [`FaultError::Invalid`] for a malformed fault.
     pub fn set_fault(&self, spec: FaultSpec) -> Result<Fault, FaultError> {
         let fault = self.world.faults.add(spec)?;
+        if matches!(fault.kind, FaultKind::EventsDown {}) {
+            // As the admin API does: open streams look at the faults again.
+            self.world.cut_streams();
+        }
         self.world.refresh();
         Ok(fault)
     }

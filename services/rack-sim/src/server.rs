@@ -13,6 +13,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use hyper::Request;
+use hyper::body::Incoming;
+use hyper::service::Service as _;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
@@ -184,8 +187,8 @@ impl Listener {
                     }
                 }
                 accepted = listener.accept() => match accepted {
-                    Ok((stream, _peer)) => {
-                        connections.spawn(serve_connection(stream, self.tls.clone(), self.router.clone()));
+                    Ok((stream, peer)) => {
+                        connections.spawn(serve_connection(stream, Peer(peer), self.tls.clone(), self.router.clone()));
                     }
                     Err(error) => {
                         tracing::warn!(bmc = %self.label, error = %flow_telemetry::ErrorChain(&error), "accept failed");
@@ -201,11 +204,20 @@ impl Listener {
     }
 }
 
+/// The client's address, in every request's extensions (an SSE stream's
+/// EventDestination names it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Peer(pub(crate) SocketAddr);
+
 /// Serves HTTP/1.1 (or h2c) on one connection, over TLS if configured.
-async fn serve_connection(stream: TcpStream, tls: Option<TlsAcceptor>, router: Router) {
+async fn serve_connection(stream: TcpStream, peer: Peer, tls: Option<TlsAcceptor>, router: Router) {
     // Best effort: Nagle only delays small replies.
     let _ = stream.set_nodelay(true);
-    let service = TowerToHyperService::new(router);
+    let router = TowerToHyperService::new(router);
+    let service = hyper::service::service_fn(move |mut request: Request<Incoming>| {
+        request.extensions_mut().insert(peer);
+        router.call(request)
+    });
     let builder = auto::Builder::new(TokioExecutor::new());
     let result = match tls {
         None => {

@@ -155,6 +155,8 @@ pub(crate) struct World {
     pub(crate) requests: crate::gauge::RequestGauge,
     /// Redfish sessions of every BMC.
     pub(crate) sessions: crate::sessions::Sessions,
+    /// Open SSE streams of every BMC (its EventService's `Subscriptions`).
+    pub(crate) destinations: crate::destinations::Destinations,
     wake: Notify,
     /// Conditions and changes as they happen (the SSE streams of BMCs with
     /// an EventService).
@@ -228,6 +230,7 @@ impl World {
             resets: crate::gauge::ResetGauge::default(),
             requests: crate::gauge::RequestGauge::default(),
             sessions: crate::sessions::Sessions::default(),
+            destinations: crate::destinations::Destinations::default(),
             wake: Notify::new(),
             events: broadcast::Sender::new(EVENT_BUFFER),
             stream_cuts: watch::Sender::new(0),

@@ -151,7 +151,7 @@ def main(argv):
         check_credentials(base_url, user, password)
         root = get(client, "/redfish/v1")
         expect(root.get("RedfishVersion"), "service root has no RedfishVersion")
-        for link in ("Systems", "Chassis", "Managers", "UpdateService", "TaskService"):
+        for link in ("Systems", "Chassis", "Managers", "UpdateService", "Tasks"):
             expect("@odata.id" in root.get(link, {}), f"service root has no {link} link")
         systems = members(client, root["Systems"]["@odata.id"])
         expect(len(systems) == 1, f"expected one system, got {len(systems)}")
@@ -159,7 +159,7 @@ def main(argv):
         expect(chassis and all("ChassisType" in c for c in chassis), "chassis without ChassisType")
         managers = members(client, root["Managers"]["@odata.id"])
         expect(managers and all(m.get("ManagerType") == "BMC" for m in managers), "no BMC manager")
-        tasks = get(client, root["TaskService"]["@odata.id"])
+        tasks = get(client, root["Tasks"]["@odata.id"])
         expect("@odata.id" in tasks.get("Tasks", {}), "TaskService has no Tasks link")
         check_power(client, systems[0])
         check_update(client, root)

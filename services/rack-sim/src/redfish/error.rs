@@ -38,6 +38,14 @@ pub(crate) enum RedfishError {
         /// The methods it takes (an `Allow` header).
         allowed: String,
     },
+    /// 412: the request asks for an OData version the service does not
+    /// speak (DSP0266: a service shall reject an unsupported
+    /// `OData-Version` with `412 Precondition Failed`).
+    #[error("unsupported OData-Version {version}")]
+    UnsupportedODataVersion {
+        /// The header's value.
+        version: String,
+    },
     /// 400: a required action parameter is absent.
     #[error("action {action} needs parameter {parameter}")]
     ParameterMissing {
@@ -119,6 +127,14 @@ impl RedfishError {
                 args: vec![],
                 severity: "Critical",
                 resolution: "None.",
+            },
+            RedfishError::UnsupportedODataVersion { version } => Message {
+                status: StatusCode::PRECONDITION_FAILED,
+                id: "HeaderInvalid",
+                text: format!("Header 'OData-Version: {version}' is invalid."),
+                args: vec![format!("OData-Version: {version}")],
+                severity: "Critical",
+                resolution: "Resubmit the request with a valid request header.",
             },
             RedfishError::ParameterMissing { action, parameter } => Message {
                 status: StatusCode::BAD_REQUEST,

@@ -8,9 +8,12 @@
 //! `TaskCompletedOK` / `TaskAborted`, origin the task), `id:` its
 //! `EventId`; a comment line every 10 s keeps the connection alive; the
 //! stream ends when the BMC loses power, and while an `events_down` fault
-//! targets the BMC it ends and new ones are refused with `503`).
+//! targets the BMC it ends and new ones are refused with `503`). While a
+//! stream is open it is listed in `…/EventService/Subscriptions`
+//! (`super::subscription`).
 
 use std::convert::Infallible;
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -19,12 +22,13 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use time::format_description::well_known::Rfc3339;
-use tokio::sync::broadcast;
+use tokio::sync::{broadcast, watch};
 
 use super::Bmc;
 use super::View;
 use super::root::{link, status};
 use super::route::ROOT;
+use super::subscription::Listed;
 use super::task::task_uri;
 use crate::model::{Change, Component, Condition, PowerState};
 use crate::vendor::Ids;
@@ -183,50 +187,83 @@ fn event_body(world: &World, at: ComponentRef, raised: &RaisedEvent) -> Value {
     })
 }
 
-/// `GET /redfish/v1/EventService/SSE`: the BMC's conditions as they are
-/// raised, from the moment of the request.
-pub(crate) fn stream(bmc: &Bmc) -> Response {
+/// One open stream: what it waits on, and its listing.
+struct Stream {
+    world: Arc<World>,
+    at: ComponentRef,
+    events: broadcast::Receiver<Arc<RaisedEvent>>,
+    reachable: watch::Receiver<bool>,
+    cuts: watch::Receiver<u64>,
+    deletions: watch::Receiver<u64>,
+    listed: Listed,
+}
+
+impl Stream {
+    /// The next frame, or `None` when the stream ends: the BMC goes down,
+    /// an `events_down` fault targets it, or its EventDestination is
+    /// deleted. Cancel-safe: every arm is a channel receive or a sleep.
+    async fn next(&mut self) -> Option<Bytes> {
+        let at = self.at;
+        loop {
+            let next = tokio::select! {
+                _ = self.cuts.changed() => {
+                    if self.world.events_down(at) {
+                        Next::End
+                    } else {
+                        continue;
+                    }
+                }
+                _ = self.deletions.changed() => {
+                    if self.world.destinations.is_open(at, self.listed.id()) {
+                        continue;
+                    }
+                    Next::End
+                }
+                received = self.events.recv() => match received {
+                    Ok(raised) if raised.at == at => Next::Event(raised),
+                    Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                    Err(broadcast::error::RecvError::Closed) => Next::End,
+                },
+                down = self.reachable.wait_for(|up| !*up) => {
+                    drop(down);
+                    Next::End
+                }
+                () = tokio::time::sleep(KEEP_ALIVE) => Next::KeepAlive,
+            };
+            return match next {
+                Next::End => None,
+                Next::KeepAlive => Some(Bytes::from_static(b": keep-alive\n\n")),
+                Next::Event(raised) => {
+                    let body = event_body(&self.world, at, &raised);
+                    Some(Bytes::from(format!(
+                        "id: {}\ndata: {body}\n\n",
+                        raised.id()
+                    )))
+                }
+            };
+        }
+    }
+}
+
+/// `GET /redfish/v1/EventService/SSE` from `peer`: the BMC's conditions as
+/// they are raised, from the moment of the request; listed as an
+/// EventDestination before the answer is sent, until the stream ends.
+pub(crate) fn stream(bmc: &Bmc, peer: Option<SocketAddr>) -> Response {
     let world = Arc::clone(&bmc.world);
     let at = bmc.at;
-    let events = world.events.subscribe();
-    let reachable = world.reachability(at);
-    let cuts = world.stream_cuts();
-    let state = (world, events, reachable, cuts);
-    let frames = futures::stream::unfold(
-        state,
-        move |(world, mut events, mut reachable, mut cuts)| async move {
-            loop {
-                let next = tokio::select! {
-                    _ = cuts.changed() => {
-                        if world.events_down(at) {
-                            Next::End
-                        } else {
-                            continue;
-                        }
-                    }
-                    received = events.recv() => match received {
-                        Ok(raised) if raised.at == at => Next::Event(raised),
-                        Ok(_) | Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                        Err(broadcast::error::RecvError::Closed) => Next::End,
-                    },
-                    down = reachable.wait_for(|up| !*up) => {
-                        drop(down);
-                        Next::End
-                    }
-                    () = tokio::time::sleep(KEEP_ALIVE) => Next::KeepAlive,
-                };
-                let frame = match next {
-                    Next::End => return None,
-                    Next::KeepAlive => Bytes::from_static(b": keep-alive\n\n"),
-                    Next::Event(raised) => {
-                        let body = event_body(&world, at, &raised);
-                        Bytes::from(format!("id: {}\ndata: {body}\n\n", raised.id()))
-                    }
-                };
-                return Some((Ok::<_, Infallible>(frame), (world, events, reachable, cuts)));
-            }
-        },
-    );
+    let state = Stream {
+        events: world.events.subscribe(),
+        reachable: world.reachability(at),
+        cuts: world.stream_cuts(),
+        deletions: world.destinations.deletions(),
+        listed: Listed::open(Arc::clone(&world), at, peer),
+        world,
+        at,
+    };
+    let frames = futures::stream::unfold(state, |mut stream| async move {
+        let frame = stream.next().await?;
+        Some((Ok::<_, Infallible>(frame), stream))
+    });
     let mut response = (StatusCode::OK, Body::from_stream(frames)).into_response();
     let headers = response.headers_mut();
     headers.insert(

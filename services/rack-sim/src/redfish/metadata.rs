@@ -7,6 +7,10 @@ use serde_json::{Value, json};
 
 use super::route::ROOT;
 
+/// Where DMTF publishes its schemas (CSDL `…/<File>.xml`, JSON
+/// `…/<Namespace>.json`).
+pub(crate) const DMTF_SCHEMAS: &str = "http://redfish.dmtf.org/schemas/v1";
+
 /// Each schema file and the namespaces the BMC's `@odata.type`s use of it.
 const SCHEMAS: &[(&str, &[&str])] = &[
     ("ServiceRoot_v1", &["ServiceRoot", "ServiceRoot.v1_15_0"]),
@@ -45,6 +49,14 @@ const SCHEMAS: &[(&str, &[&str])] = &[
     ("TaskCollection_v1", &["TaskCollection"]),
     ("Task_v1", &["Task", "Task.v1_7_0"]),
     ("EventService_v1", &["EventService", "EventService.v1_10_0"]),
+    (
+        "EventDestinationCollection_v1",
+        &["EventDestinationCollection"],
+    ),
+    (
+        "EventDestination_v1",
+        &["EventDestination", "EventDestination.v1_15_0"],
+    ),
     ("Event_v1", &["Event", "Event.v1_7_0"]),
     (
         "SessionService_v1",
@@ -65,7 +77,7 @@ pub(crate) fn metadata() -> String {
     );
     for (file, namespaces) in SCHEMAS {
         xml.push_str(&format!(
-            "  <edmx:Reference Uri=\"http://redfish.dmtf.org/schemas/v1/{file}.xml\">\n"
+            "  <edmx:Reference Uri=\"{DMTF_SCHEMAS}/{file}.xml\">\n"
         ));
         for ns in *namespaces {
             xml.push_str(&format!("    <edmx:Include Namespace=\"{ns}\"/>\n"));
@@ -78,22 +90,23 @@ pub(crate) fn metadata() -> String {
     xml
 }
 
-/// The OData service document: the root's top-level resources.
+/// The OData service document: the root's top-level resources, named as
+/// the ServiceContainer names them (the TaskService is `Tasks`).
 pub(crate) fn odata(event_service: bool) -> Value {
-    let mut names = vec![
-        "Systems",
-        "Chassis",
-        "Managers",
-        "UpdateService",
-        "TaskService",
-        "SessionService",
+    let mut singletons = vec![
+        ("Systems", "Systems"),
+        ("Chassis", "Chassis"),
+        ("Managers", "Managers"),
+        ("UpdateService", "UpdateService"),
+        ("Tasks", "TaskService"),
+        ("SessionService", "SessionService"),
     ];
     if event_service {
-        names.push("EventService");
+        singletons.push(("EventService", "EventService"));
     }
-    let value: Vec<Value> = names
+    let value: Vec<Value> = singletons
         .iter()
-        .map(|n| json!({ "name": n, "kind": "Singleton", "url": format!("{ROOT}/{n}") }))
+        .map(|(name, path)| json!({ "name": name, "kind": "Singleton", "url": format!("{ROOT}/{path}") }))
         .collect();
     json!({
         "@odata.context": format!("{ROOT}/$metadata"),

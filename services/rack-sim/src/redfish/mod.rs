@@ -1,22 +1,26 @@
 //! The Redfish service of one BMC: faults, then authentication, then the
 //! typed route, then the resource or action.
 //!
-//! Order per request: injected latency is slept and injected failures
-//! answer first (they hit every request, authenticated or not, like a
-//! failing BMC would); then HTTP Basic auth (all but `GET /redfish` and
-//! `GET /redfish/v1`); then 404 for an unknown path and 405 for a wrong
-//! method; then the handler, which sees the rack advanced to "now".
+//! Order per request: the body is read whole (every answer, refusals
+//! included, comes after it); injected latency is slept and injected
+//! failures answer first (they hit every request, authenticated or not,
+//! like a failing BMC would); then an `OData-Version` other than `4.0` is
+//! `412`; then authentication (all but the public reads and the login);
+//! then 404 for an unknown path and 405 for a wrong method; then the
+//! handler, which sees the rack advanced to "now". Headers: `headers`.
 
 mod auth;
 mod chassis;
 mod error;
 mod event;
+mod headers;
 mod manager;
 mod metadata;
 mod reset;
 mod root;
 mod route;
 mod session;
+mod subscription;
 mod system;
 mod task;
 mod update;
@@ -34,6 +38,7 @@ pub(crate) use error::{AUTH_CHALLENGE, RedfishError};
 use route::Route;
 
 use crate::model::ResetOutcome;
+use crate::server::Peer;
 pub(crate) use crate::world::ComponentView as View;
 use crate::world::{BmcDown, ComponentRef, World};
 
@@ -48,7 +53,7 @@ pub(crate) fn json_response(status: StatusCode, body: &Value) -> Response {
         header::CONTENT_TYPE,
         HeaderValue::from_static("application/json"),
     );
-    headers.insert("OData-Version", HeaderValue::from_static("4.0"));
+    headers::protocol(headers);
     response
 }
 
@@ -102,6 +107,14 @@ async fn handle(State(bmc): State<Bmc>, request: Request) -> Response {
 }
 
 async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
+    let (request, body) = request.into_parts();
+    // The whole body is read before any answer, refusals included: an
+    // answer sent while the client is still sending makes hyper drop the
+    // connection, and a client that reuses it sees a reset
+    // (`tests/protocol.rs`).
+    let body = axum::body::to_bytes(body, MAX_BODY)
+        .await
+        .unwrap_or_default();
     let world = &bmc.world;
     let (rack, component) = (world.rack_name(bmc.at), world.component_name(bmc.at));
     let effects = world.faults.on_request(rack, component);
@@ -112,21 +125,22 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
         let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         return Err(RedfishError::Injected(status));
     }
+    headers::check_odata_version(&request.headers)?;
 
-    let raw_path = request.uri().path();
+    let raw_path = request.uri.path();
     let path = if raw_path.len() > 1 {
         raw_path.trim_end_matches('/')
     } else {
         raw_path
     }
     .to_owned();
-    let method = request.method().clone();
+    let method = request.method.clone();
     let profile = world.kind(bmc.at).profile();
     let route = Route::parse(&path, profile, &world.ids(bmc.at), world.vendor(bmc.at));
     // A login is made without credentials, as the service root is read.
     let public = (method == Method::GET && route.is_some_and(Route::is_public))
-        || (method == Method::POST && route == Some(Route::Sessions));
-    if !public && !session::authorized(bmc, request.headers()) {
+        || (method == Method::POST && route.is_some_and(Route::is_login));
+    if !public && !session::authorized(bmc, &request.headers) {
         return Err(RedfishError::Unauthorized { uri: path });
     }
     let route = route.ok_or_else(|| RedfishError::NotFound { uri: path.clone() })?;
@@ -143,6 +157,12 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
         world.read(bmc.at, |_| ())?;
         return session::logout(bmc, id, &path);
     }
+    if let Route::Subscription(id) = route
+        && method == Method::DELETE
+    {
+        world.read(bmc.at, |_| ())?;
+        return subscription::delete(bmc, id, &path);
+    }
     if route == Route::Metadata {
         world.read(bmc.at, |_| ())?;
         let mut response = (StatusCode::OK, metadata::metadata()).into_response();
@@ -151,7 +171,8 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/xml"),
         );
-        headers.insert("OData-Version", HeaderValue::from_static("4.0"));
+        headers::protocol(headers);
+        headers::read(headers, route, None);
         return Ok(response);
     }
     if route == Route::EventStream {
@@ -160,25 +181,39 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
         if world.events_down(bmc.at) {
             return Err(RedfishError::Unavailable);
         }
-        return Ok(event::stream(bmc));
+        let peer = request.extensions.get::<Peer>().map(|p| p.0);
+        return Ok(event::stream(bmc, peer));
     }
     if method == Method::GET {
-        let sessions = world.sessions.list(bmc.at);
-        let body = world.read(bmc.at, |view| get(route, &path, view, &sessions))??;
-        return Ok(json_response(StatusCode::OK, &body));
+        let listed = Listed {
+            sessions: world.sessions.list(bmc.at),
+            destinations: world.destinations.list(bmc.at),
+        };
+        let body = world.read(bmc.at, |view| get(route, &path, view, &listed))??;
+        let mut response = json_response(StatusCode::OK, &body);
+        headers::read(response.headers_mut(), route, Some(&body));
+        return Ok(response);
     }
-    let body = axum::body::to_bytes(request.into_body(), MAX_BODY)
-        .await
-        .unwrap_or_default();
     match route {
-        Route::Sessions => {
+        Route::Sessions | Route::SessionsMembers => {
             world.read(bmc.at, |_| ())?;
             session::login(bmc, &body)
         }
         Route::SystemReset | Route::ChassisReset => reset(bmc, &path, &body),
         Route::DpuReset => system::dpu_reset(bmc, &body),
-        _ => simple_update(bmc, &body),
+        Route::SimpleUpdate => simple_update(bmc, &body),
+        _ => Err(RedfishError::MethodNotAllowed {
+            uri: path,
+            method,
+            allowed: route.allow(),
+        }),
     }
+}
+
+/// What the BMC keeps outside its rack model, listed for a GET.
+struct Listed {
+    sessions: Vec<crate::sessions::Session>,
+    destinations: Vec<crate::destinations::Destination>,
 }
 
 /// Builds the body of a GET.
@@ -188,12 +223,7 @@ impl From<BmcDown> for RedfishError {
     }
 }
 
-fn get(
-    route: Route,
-    path: &str,
-    view: &View<'_>,
-    sessions: &[crate::sessions::Session],
-) -> Result<Value, RedfishError> {
+fn get(route: Route, path: &str, view: &View<'_>, listed: &Listed) -> Result<Value, RedfishError> {
     let not_found = || RedfishError::NotFound {
         uri: path.to_owned(),
     };
@@ -220,11 +250,19 @@ fn get(
         Route::DpuSystem => system::dpu_system(view),
         Route::BackplaneChassis => chassis::backplane(view),
         Route::SessionService => session::session_service(),
-        Route::Sessions => session::sessions(sessions),
-        Route::Session(id) => session::session(sessions, id).ok_or_else(not_found)?,
+        Route::Sessions => session::sessions(&listed.sessions),
+        Route::Session(id) => session::session(&listed.sessions, id).ok_or_else(not_found)?,
+        Route::Subscriptions => subscription::subscriptions(&listed.destinations),
+        Route::Subscription(id) => {
+            subscription::subscription(&listed.destinations, id).ok_or_else(not_found)?
+        }
         Route::Tasks => task::tasks(view),
         Route::Task(id) => task::task(view, id).ok_or_else(not_found)?,
-        Route::SystemReset | Route::ChassisReset | Route::DpuReset | Route::SimpleUpdate => {
+        Route::SystemReset
+        | Route::ChassisReset
+        | Route::DpuReset
+        | Route::SimpleUpdate
+        | Route::SessionsMembers => {
             return Err(not_found());
         }
     })

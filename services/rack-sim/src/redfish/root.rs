@@ -51,7 +51,9 @@ pub(crate) fn service_root(view: &View<'_>) -> Value {
         "Chassis": link(format!("{ROOT}/Chassis")),
         "Managers": link(format!("{ROOT}/Managers")),
         "UpdateService": link(format!("{ROOT}/UpdateService")),
-        "TaskService": link(format!("{ROOT}/TaskService")),
+        // The ServiceRoot schema names the link `Tasks` (the URI keeps the
+        // resource's name).
+        "Tasks": link(format!("{ROOT}/TaskService")),
         "SessionService": link(format!("{ROOT}/SessionService")),
         "Links": { "Sessions": link(format!("{ROOT}/SessionService/Sessions")) },
     });

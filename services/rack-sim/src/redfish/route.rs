@@ -56,6 +56,12 @@ pub(crate) enum Route {
     EventService,
     /// `/redfish/v1/EventService/SSE`: the event stream.
     EventStream,
+    /// `/redfish/v1/EventService/Subscriptions`: one EventDestination per
+    /// open event stream (GET only: no push subscriptions).
+    Subscriptions,
+    /// `/redfish/v1/EventService/Subscriptions/<n>` (may not exist): GET,
+    /// DELETE ends its stream.
+    Subscription(u64),
     /// `…/ResetActionInfo` of the power resource (`action-info`).
     ResetActionInfo,
     /// `/redfish/v1/Systems/DPU_0` (`multi-system` trays).
@@ -74,6 +80,10 @@ pub(crate) enum Route {
     Sessions,
     /// `/redfish/v1/SessionService/Sessions/<n>`: GET, DELETE logs out.
     Session(u64),
+    /// `/redfish/v1/SessionService/Sessions/Members`: POST logs in, as on
+    /// the collection (DSP0266 lets a client create a member by a POST to
+    /// the collection's `Members`).
+    SessionsMembers,
 }
 
 impl Route {
@@ -150,9 +160,14 @@ impl Route {
             ["TaskService"] => Route::TaskService,
             ["SessionService"] => Route::SessionService,
             ["SessionService", "Sessions"] => Route::Sessions,
+            ["SessionService", "Sessions", "Members"] => Route::SessionsMembers,
             ["SessionService", "Sessions", n] => Route::Session(canonical_number(n)?),
             ["EventService"] if profile.event_service => Route::EventService,
             ["EventService", "SSE"] if profile.event_service => Route::EventStream,
+            ["EventService", "Subscriptions"] if profile.event_service => Route::Subscriptions,
+            ["EventService", "Subscriptions", n] if profile.event_service => {
+                Route::Subscription(canonical_number(n)?)
+            }
             ["TaskService", "Tasks"] => Route::Tasks,
             ["TaskService", "Tasks", n] => Route::Task(canonical_number(n)?),
             _ => return None,
@@ -162,11 +177,13 @@ impl Route {
     /// The methods the route takes (the first is its main one).
     pub(crate) fn methods(self) -> &'static [Method] {
         match self {
-            Route::SystemReset | Route::ChassisReset | Route::DpuReset | Route::SimpleUpdate => {
-                &[Method::POST]
-            }
+            Route::SystemReset
+            | Route::ChassisReset
+            | Route::DpuReset
+            | Route::SimpleUpdate
+            | Route::SessionsMembers => &[Method::POST],
             Route::Sessions => &[Method::GET, Method::POST],
-            Route::Session(_) => &[Method::GET, Method::DELETE],
+            Route::Session(_) | Route::Subscription(_) => &[Method::GET, Method::DELETE],
             _ => &[Method::GET],
         }
     }
@@ -177,7 +194,12 @@ impl Route {
         names.join(", ")
     }
 
-    /// Whether it is served without credentials.
+    /// Whether a POST to it logs in (served without credentials).
+    pub(crate) fn is_login(self) -> bool {
+        matches!(self, Route::Sessions | Route::SessionsMembers)
+    }
+
+    /// Whether a GET of it is served without credentials.
     pub(crate) fn is_public(self) -> bool {
         matches!(
             self,
@@ -300,6 +322,15 @@ mod tests {
             route("/redfish/v1/TaskService/Tasks/7", compute),
             Some(Route::Task(7))
         );
+        assert_eq!(
+            route("/redfish/v1/SessionService/Sessions/Members", shelf),
+            Some(Route::SessionsMembers)
+        );
+        assert_eq!(
+            route("/redfish/v1/EventService/Subscriptions/3", compute),
+            Some(Route::Subscription(3))
+        );
+        assert_eq!(route("/redfish/v1/EventService/Subscriptions", shelf), None);
         assert_eq!(route("/redfish/v1x", compute), None);
         assert_eq!(route("/other", compute), None);
     }
