@@ -14,6 +14,7 @@
 //! | `action-info` | `@Redfish.ActionInfo` instead of `ResetType@Redfish.AllowableValues` | OpenBMC bmcweb: `#ComputerSystem.Reset` points at `…/ResetActionInfo` |
 //! | `session-only` | HTTP Basic is refused: only a Redfish session's `X-Auth-Token` is accepted | DSP0266 lets a service require sessions; OpenBMC bmcweb can turn Basic off (`AuthMethods` `BasicAuth` false) |
 //! | `reset-200` | a reset answers `200` with a `Base.Success` message body | OpenBMC bmcweb answers actions `200` with `Base.1.x.Success` |
+//! | `if-match` | the power resource carries an `ETag`; a reset without `If-Match` is answered `428`, one with a stale ETag `412` | DSP0266 ("ETags"): a service may require `If-Match` on a modifying request and answers `428 Precondition Required` without it; applied here to the reset, the one modifying request Flow sends to a system or chassis |
 
 use std::fmt;
 use std::str::FromStr;
@@ -37,11 +38,13 @@ pub enum VendorProfile {
     SessionOnly,
     /// `200` with a message body for a reset.
     Reset200,
+    /// A reset needs `If-Match` with the power resource's ETag.
+    IfMatch,
 }
 
 impl VendorProfile {
     /// Every profile, in the table's order.
-    pub const ALL: [VendorProfile; 7] = [
+    pub const ALL: [VendorProfile; 8] = [
         VendorProfile::Standard,
         VendorProfile::NoLinks,
         VendorProfile::UuidIds,
@@ -49,6 +52,7 @@ impl VendorProfile {
         VendorProfile::ActionInfo,
         VendorProfile::SessionOnly,
         VendorProfile::Reset200,
+        VendorProfile::IfMatch,
     ];
 
     /// The name `--profile` takes.
@@ -61,6 +65,7 @@ impl VendorProfile {
             VendorProfile::ActionInfo => "action-info",
             VendorProfile::SessionOnly => "session-only",
             VendorProfile::Reset200 => "reset-200",
+            VendorProfile::IfMatch => "if-match",
         }
     }
 }

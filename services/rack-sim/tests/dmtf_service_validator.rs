@@ -364,6 +364,11 @@ async fn service_validator_passes_reset_200() {
     check_profile(VendorProfile::Reset200).await;
 }
 
+#[tokio::test]
+async fn service_validator_passes_if_match() {
+    check_profile(VendorProfile::IfMatch).await;
+}
+
 #[test]
 fn the_summary_row_and_the_locked_csdl_version_are_read() {
     let stdout = "Validating /redfish/v1...\n\n+----+\n|     PASS     |     WARN     |     FAIL     |  NOT TESTED  |\n+----+\n| \u{1b}[32m    170     \u{1b}[0m |      0       | \u{1b}[31m     3      \u{1b}[0m |     332      |\n+----+\n";

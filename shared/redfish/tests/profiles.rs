@@ -239,12 +239,13 @@ profile_tests! {
     action_info_profile_every_action => VendorProfile::ActionInfo,
     session_only_profile_every_action => VendorProfile::SessionOnly,
     reset_200_profile_every_action => VendorProfile::Reset200,
+    if_match_profile_every_action => VendorProfile::IfMatch,
 }
 
 #[test]
 fn every_profile_has_a_test() {
     // A profile added to the simulator without a line above fails here.
-    assert_eq!(VendorProfile::ALL.len(), 7);
+    assert_eq!(VendorProfile::ALL.len(), 8);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -46,6 +46,20 @@ pub(crate) enum RedfishError {
         /// The header's value.
         version: String,
     },
+    /// 428: the BMC wants `If-Match` on this request (profile `if-match`).
+    #[error("{uri} needs If-Match")]
+    PreconditionRequired {
+        /// The URI.
+        uri: String,
+    },
+    /// 412: the `If-Match` ETag is not the resource's (profile `if-match`).
+    #[error("{uri}: If-Match {sent} is not the resource's ETag")]
+    PreconditionFailed {
+        /// The URI.
+        uri: String,
+        /// The ETag sent.
+        sent: String,
+    },
     /// 400: a required action parameter is absent.
     #[error("action {action} needs parameter {parameter}")]
     ParameterMissing {
@@ -135,6 +149,26 @@ impl RedfishError {
                 args: vec![format!("OData-Version: {version}")],
                 severity: "Critical",
                 resolution: "Resubmit the request with a valid request header.",
+            },
+            RedfishError::PreconditionRequired { uri } => Message {
+                status: StatusCode::PRECONDITION_REQUIRED,
+                id: "PreconditionRequired",
+                text: format!(
+                    "A precondition header or annotation is required to change the resource at {uri}."
+                ),
+                args: vec![uri.clone()],
+                severity: "Critical",
+                resolution: "Add the If-Match header with the resource's ETag and resubmit the request.",
+            },
+            RedfishError::PreconditionFailed { uri, .. } => Message {
+                status: StatusCode::PRECONDITION_FAILED,
+                id: "PreconditionFailed",
+                text: format!(
+                    "The ETag supplied did not match the ETag required to change the resource at {uri}."
+                ),
+                args: vec![uri.clone()],
+                severity: "Critical",
+                resolution: "Try the operation again using the appropriate ETag.",
             },
             RedfishError::ParameterMissing { action, parameter } => Message {
                 status: StatusCode::BAD_REQUEST,

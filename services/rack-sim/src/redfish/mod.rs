@@ -12,6 +12,7 @@
 mod auth;
 mod chassis;
 mod error;
+mod etag;
 mod event;
 mod headers;
 mod manager;
@@ -39,6 +40,7 @@ use route::Route;
 
 use crate::model::ResetOutcome;
 use crate::server::Peer;
+use crate::vendor::VendorProfile;
 pub(crate) use crate::world::ComponentView as View;
 use crate::world::{BmcDown, ComponentRef, World};
 
@@ -192,6 +194,12 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
         let body = world.read(bmc.at, |view| get(route, &path, view, &listed))??;
         let mut response = json_response(StatusCode::OK, &body);
         headers::read(response.headers_mut(), route, Some(&body));
+        if world.vendor(bmc.at) == VendorProfile::IfMatch
+            && matches!(route, Route::System | Route::Chassis)
+            && let Ok(tag) = HeaderValue::from_str(&etag::of(&body))
+        {
+            response.headers_mut().insert(header::ETAG, tag);
+        }
         return Ok(response);
     }
     match route {
@@ -199,7 +207,12 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
             world.read(bmc.at, |_| ())?;
             session::login(bmc, &body)
         }
-        Route::SystemReset | Route::ChassisReset => reset(bmc, &path, &body),
+        Route::SystemReset | Route::ChassisReset => {
+            if world.vendor(bmc.at) == VendorProfile::IfMatch {
+                check_if_match(bmc, route, &path, &request.headers)?;
+            }
+            reset(bmc, &path, &body)
+        }
         Route::DpuReset => system::dpu_reset(bmc, &body),
         Route::SimpleUpdate => simple_update(bmc, &body),
         _ => Err(RedfishError::MethodNotAllowed {
@@ -266,6 +279,38 @@ fn get(route: Route, path: &str, view: &View<'_>, listed: &Listed) -> Result<Val
             return Err(not_found());
         }
     })
+}
+
+/// Profile `if-match`: the reset carries the power resource's ETag.
+fn check_if_match(
+    bmc: &Bmc,
+    route: Route,
+    path: &str,
+    headers: &axum::http::HeaderMap,
+) -> Result<(), RedfishError> {
+    let resource_route = if route == Route::SystemReset {
+        Route::System
+    } else {
+        Route::Chassis
+    };
+    let resource = path.split("/Actions/").next().unwrap_or(path);
+    let listed = Listed {
+        sessions: Vec::new(),
+        destinations: Vec::new(),
+    };
+    let current = bmc
+        .world
+        .read(bmc.at, |view| get(resource_route, resource, view, &listed))??;
+    match headers.get(header::IF_MATCH).and_then(|v| v.to_str().ok()) {
+        None => Err(RedfishError::PreconditionRequired {
+            uri: path.to_owned(),
+        }),
+        Some(sent) if sent == "*" || sent == etag::of(&current) => Ok(()),
+        Some(sent) => Err(RedfishError::PreconditionFailed {
+            uri: path.to_owned(),
+            sent: sent.to_owned(),
+        }),
+    }
 }
 
 fn reset(bmc: &Bmc, path: &str, body: &[u8]) -> Result<Response, RedfishError> {
