@@ -706,6 +706,12 @@ impl Session<'_> {
         }
         let url = self.url(crate::discover::ROOT);
         let read = self.exchange(self.http.get(url.clone()), &url).await?;
+        if read.reply.status >= 500 || matches!(read.reply.status, 408 | 429) {
+            // Busy or failing, not an answer about the root: this attempt
+            // fails (a transient error for the caller's retries) and nothing
+            // is kept.
+            return Err(self.refused("read the service root", &read.reply));
+        }
         let root = (200..300)
             .contains(&read.reply.status)
             .then(|| serde_json::from_str::<Value>(&read.reply.body).ok())
