@@ -40,14 +40,36 @@ _flow_py_pip() {
         python3 -m pip "$@"
 }
 
-ensure_python_redfish() {
-    local ver
-
+# Installs Debian's python3 when there is none.
+_flow_py_need_python3() {
     if ! command -v python3 >/dev/null 2>&1; then
         flow_log "python: python3 missing; installing Debian's python3 (apt-get)"
         flow_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
         flow_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 >&2
     fi
+}
+
+# Installs the pip requirements $2… into directory $1 (`pip install
+# --target`), through a staging directory swapped in only once the install
+# has finished, so an interrupted run leaves nothing half-made.
+_flow_py_install_into() {
+    local target="$1" staging
+    shift
+    staging="$target.partial.$$"
+    rm -rf "$staging"
+    mkdir -p "$(dirname "$target")"
+    if ! _flow_py_pip install --quiet --target "$staging" "$@" >&2; then
+        rm -rf "$staging"
+        return 1
+    fi
+    rm -rf "$target"
+    mv "$staging" "$target"
+}
+
+ensure_python_redfish() {
+    local ver
+
+    _flow_py_need_python3
 
     if [[ -n "${FLOW_PY_REDFISH_PATH:-}" ]]; then
         if ! ver="$(_flow_py_redfish_version "$FLOW_PY_REDFISH_PATH")"; then
@@ -63,18 +85,10 @@ ensure_python_redfish() {
     ver="$(_flow_py_redfish_version "$target" || true)"
     if [[ "$ver" != "$FLOW_PY_REDFISH_VERSION" ]]; then
         flow_log "python: installing redfish==$FLOW_PY_REDFISH_VERSION from PyPI into ${target#"$FLOW_REPO_ROOT"/}"
-        local staging="$target.partial.$$"
-        rm -rf "$staging"
-        mkdir -p "$(dirname "$target")"
-        if ! _flow_py_pip install --quiet --target "$staging" \
-            "redfish==$FLOW_PY_REDFISH_VERSION" >&2; then
-            rm -rf "$staging"
+        if ! _flow_py_install_into "$target" "redfish==$FLOW_PY_REDFISH_VERSION"; then
             flow_die "python: pip install redfish==$FLOW_PY_REDFISH_VERSION failed"
             return 1
         fi
-        # Swap in the finished install only, so an interrupted run leaves nothing half-made.
-        rm -rf "$target"
-        mv "$staging" "$target"
         if ! ver="$(_flow_py_redfish_version "$target")"; then
             flow_die "python: redfish does not import from $target after pip install"
             return 1
@@ -113,11 +127,7 @@ ensure_python_validators() {
     local ver want
     want="$FLOW_PY_SERVICE_VALIDATOR_VERSION $FLOW_PY_PROTOCOL_VALIDATOR_VERSION"
 
-    if ! command -v python3 >/dev/null 2>&1; then
-        flow_log "python: python3 missing; installing Debian's python3 (apt-get)"
-        flow_as_root env DEBIAN_FRONTEND=noninteractive apt-get update -q >&2
-        flow_as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q python3 >&2
-    fi
+    _flow_py_need_python3
 
     if [[ -n "${FLOW_PY_VALIDATORS_PATH:-}" ]]; then
         if ! ver="$(_flow_py_validators_version "$FLOW_PY_VALIDATORS_PATH")"; then
@@ -133,19 +143,12 @@ ensure_python_validators() {
     ver="$(_flow_py_validators_version "$target" || true)"
     if [[ "$ver" != "$want" ]]; then
         flow_log "python: installing redfish-service-validator==$FLOW_PY_SERVICE_VALIDATOR_VERSION and redfish-protocol-validator==$FLOW_PY_PROTOCOL_VALIDATOR_VERSION from PyPI into ${target#"$FLOW_REPO_ROOT"/}"
-        local staging="$target.partial.$$"
-        rm -rf "$staging"
-        mkdir -p "$(dirname "$target")"
-        if ! _flow_py_pip install --quiet --target "$staging" \
+        if ! _flow_py_install_into "$target" \
             "redfish-service-validator==$FLOW_PY_SERVICE_VALIDATOR_VERSION" \
-            "redfish-protocol-validator==$FLOW_PY_PROTOCOL_VALIDATOR_VERSION" >&2; then
-            rm -rf "$staging"
+            "redfish-protocol-validator==$FLOW_PY_PROTOCOL_VALIDATOR_VERSION"; then
             flow_die "python: pip install of the DMTF validators failed"
             return 1
         fi
-        # Swap in the finished install only, so an interrupted run leaves nothing half-made.
-        rm -rf "$target"
-        mv "$staging" "$target"
         if ! ver="$(_flow_py_validators_version "$target")" || [[ "$ver" != "$want" ]]; then
             flow_die "python: the DMTF validators ($want) do not import from $target after pip install (found: ${ver:-none})"
             return 1
