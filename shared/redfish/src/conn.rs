@@ -129,6 +129,13 @@ fn same_origin(a: &Url, b: &Url) -> bool {
     a.origin() == b.origin()
 }
 
+/// Logouts sent at once when a process stops: a worker at site scale holds
+/// a session on thousands of BMCs, and one at a time would hold its
+/// shutdown for minutes.
+const LOGOUTS_AT_ONCE: usize = 64;
+/// How long a process's logouts may take in all when it stops.
+const LOGOUT_WITHIN: Duration = Duration::from_secs(10);
+
 /// Where a BMC takes logins when its root does not say otherwise.
 pub const SESSIONS_PATH: &str = "/redfish/v1/SessionService/Sessions";
 
@@ -297,8 +304,11 @@ impl BmcPool {
     }
 
     /// Logs out of every Redfish session the pool holds (at shutdown), each
-    /// within its BMC's request cap; how many logouts the BMCs accepted.
+    /// within its BMC's request cap, [`LOGOUTS_AT_ONCE`] at a time and for
+    /// at most [`LOGOUT_WITHIN`] in all (a session left open expires on its
+    /// BMC); how many logouts the BMCs accepted.
     pub async fn logout_all(&self) -> usize {
+        use futures::StreamExt;
         let handles: Vec<Arc<BmcHandle>> = self
             .handles
             .lock()
@@ -306,34 +316,55 @@ impl BmcPool {
             .values()
             .cloned()
             .collect();
-        let mut done = 0;
-        for handle in handles {
-            let Ok(_permit) = Arc::clone(&handle.permits).acquire_owned().await else {
-                continue;
-            };
-            let Some(session) = handle.token.lock().await.take() else {
-                continue;
-            };
-            let Some(location) = &session.location else {
-                continue;
-            };
-            let mut url = handle.base.clone();
-            url.set_path(location);
-            let sent = self
-                .http
-                .delete(url)
-                .header("X-Auth-Token", session.token.expose())
-                .send()
-                .await;
-            match sent {
-                Ok(r) if r.status().is_success() => done += 1,
-                Ok(r) => {
-                    tracing::debug!(bmc = %handle.base, status = r.status().as_u16(), "logout refused")
+        let done = std::sync::atomic::AtomicUsize::new(0);
+        let all = futures::stream::iter(handles).for_each_concurrent(LOGOUTS_AT_ONCE, |handle| {
+            let done = &done;
+            async move {
+                if self.logout(&handle).await {
+                    done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
-                Err(e) => tracing::debug!(bmc = %handle.base, error = %e, "logout failed"),
+            }
+        });
+        if tokio::time::timeout(LOGOUT_WITHIN, all).await.is_err() {
+            tracing::info!(
+                within_s = LOGOUT_WITHIN.as_secs(),
+                "not every Redfish session logged out in time; the rest expire on their BMCs"
+            );
+        }
+        done.into_inner()
+    }
+
+    /// Logs out of one BMC's session, if it has one; whether it was
+    /// accepted.
+    async fn logout(&self, handle: &BmcHandle) -> bool {
+        let Ok(_permit) = Arc::clone(&handle.permits).acquire_owned().await else {
+            return false;
+        };
+        let Some(session) = handle.token.lock().await.take() else {
+            return false;
+        };
+        let Some(location) = &session.location else {
+            return false;
+        };
+        let mut url = handle.base.clone();
+        url.set_path(location);
+        let sent = self
+            .http
+            .delete(url)
+            .header("X-Auth-Token", session.token.expose())
+            .send()
+            .await;
+        match sent {
+            Ok(r) if r.status().is_success() => true,
+            Ok(r) => {
+                tracing::debug!(bmc = %handle.base, status = r.status().as_u16(), "logout refused");
+                false
+            }
+            Err(e) => {
+                tracing::debug!(bmc = %handle.base, error = %e, "logout failed");
+                false
             }
         }
-        done
     }
 
     /// Waits for a permit on the target's BMC, then for one of the whole
