@@ -14,11 +14,11 @@ use flow_protocol::task::timestamp;
 
 use crate::Outcome;
 use crate::args::{EventCommand, EventRuleCommand, ScopeArgs};
-use crate::client::{Client, ClientError};
 use crate::out::outln;
 use crate::remote::{Output, fail, table};
 use crate::schedule::json;
 use crate::task::bad;
+use flow_client::{Client, ClientError};
 
 /// Reads a rule file (YAML, of which JSON is a part).
 fn read_spec(path: &Path) -> Result<EventRuleSpec, ClientError> {

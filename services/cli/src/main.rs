@@ -5,7 +5,6 @@
 
 mod args;
 mod bmc;
-mod client;
 mod event;
 mod input;
 mod out;

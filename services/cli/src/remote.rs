@@ -23,9 +23,9 @@ use crate::args::{
     AssociateArgs, DeleteArgs, DisassociateArgs, IdArg, ListArgs, RackArg, RackCommand,
     ResolveArgs, SetDefaultArgs, UpdateArgs,
 };
-use crate::client::{Client, ClientError};
 use crate::out::outln;
 use crate::task::bad;
+use flow_client::{Client, ClientError};
 
 /// Output style.
 #[derive(Debug, Clone, Copy)]

@@ -16,11 +16,11 @@ use flow_protocol::task::timestamp;
 
 use crate::Outcome;
 use crate::args::{GateScopeArg, RunCommand, RunCreateArgs};
-use crate::client::{Client, ClientError};
 use crate::out::outln;
 use crate::remote::{Output, fail, table};
 use crate::schedule::{json, task_request, window};
 use crate::task::{bad, opt};
+use flow_client::{Client, ClientError};
 
 /// How often `watch` looks.
 const WATCH_POLL: Duration = Duration::from_secs(1);
@@ -152,39 +152,6 @@ fn bar(index: usize, count: usize, p: &PhaseCounts) -> String {
     )
 }
 
-/// Each gate's figure now against its threshold.
-fn gate_lines(r: &RunRecord) -> Vec<String> {
-    let current = r
-        .phases
-        .get(usize::try_from(r.phase).unwrap_or(1).saturating_sub(1))
-        .copied()
-        .unwrap_or_default();
-    let total = r.phases.iter().fold(PhaseCounts::default(), |mut a, p| {
-        a.planned += p.planned;
-        a.failed += p.failed;
-        a
-    });
-    r.gates
-        .iter()
-        .map(|g| {
-            let (counts, accepted) = match g.scope {
-                GateScope::Phase => (current, r.accepted[0]),
-                GateScope::Run => (total, r.accepted[1]),
-            };
-            let failed = counts.failed.saturating_sub(accepted);
-            let figure = match g.kind {
-                GateKind::FailureRate { .. } => format!(
-                    "{failed}/{} failed ({:.1} %)",
-                    counts.planned,
-                    failed as f64 * 100.0 / counts.planned.max(1) as f64
-                ),
-                GateKind::FailureCount { .. } => format!("{failed} failed"),
-            };
-            format!("gate {g}: {figure}")
-        })
-        .collect()
-}
-
 fn view(r: &RunRecord) -> Vec<String> {
     let mut lines = vec![format!(
         "run {} — {}, phase {} of {}",
@@ -196,7 +163,7 @@ fn view(r: &RunRecord) -> Vec<String> {
     for (i, p) in r.phases.iter().enumerate() {
         lines.push(format!("  {}", bar(i, r.phases.len(), p)));
     }
-    for g in gate_lines(r) {
+    for g in r.gate_figures() {
         lines.push(format!("  {g}"));
     }
     if let Some(g) = &r.gate {

@@ -16,10 +16,10 @@ use crate::args::{
     OperationCommand, OverlapArg, ScheduleCommand, ScheduleCreateArgs, ScheduleUpdateArgs,
     TargetArgs,
 };
-use crate::client::{Client, ClientError};
 use crate::out::outln;
 use crate::remote::{Output, fail, table};
 use crate::task::{bad, decommission_request, firmware_request, opt, power_request};
+use flow_client::{Client, ClientError};
 
 fn overlap(o: OverlapArg) -> Overlap {
     match o {

@@ -5,9 +5,9 @@ use flow_protocol::api::{TaskCountsRequest, endpoint};
 use serde_json::{Value, json};
 
 use crate::Outcome;
-use crate::client::{Client, ClientError};
 use crate::out::outln;
 use crate::remote::{Output, fail};
+use flow_client::{Client, ClientError};
 
 fn str_of(v: &Value) -> String {
     match v {

@@ -17,10 +17,10 @@ use flow_rules::{ComponentType, OperationCode};
 
 use crate::Outcome;
 use crate::args::{FirmwareArgs, PowerArgs, TargetArgs, TaskCommand};
-use crate::client::{Client, ClientError};
 use crate::out::outln;
 use crate::remote::{Output, fail};
 use crate::watch::watch;
+use flow_client::{Client, ClientError};
 
 pub(crate) fn bad(message: String) -> ClientError {
     ClientError::Api(flow_protocol::api::ApiError::new(

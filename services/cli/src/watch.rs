@@ -9,10 +9,10 @@ use flow_protocol::api::{TaskById, endpoint};
 use flow_protocol::task::{TaskEvent, TaskEventKind, TaskRecord};
 use flow_protocol::{StepStatus, TaskId, TaskStatus};
 
-use crate::client::{Client, ClientError};
 use crate::out::outln;
 use crate::remote::Output;
 use crate::task::{counts, step_line};
+use flow_client::{Client, ClientError};
 
 /// How often `--wait` and `task watch` read the task.
 const WATCH_EVERY: Duration = Duration::from_millis(500);

@@ -365,6 +365,43 @@ pub struct RunRecord {
     pub finished_at: Option<OffsetDateTime>,
 }
 
+impl RunRecord {
+    /// Each gate's figure now against its threshold, one line each:
+    /// `gate failure-rate=20% per phase: 1/10 failed (10.0 %)` (failures
+    /// accepted by resumes not counted).
+    pub fn gate_figures(&self) -> Vec<String> {
+        let current = self
+            .phases
+            .get(usize::try_from(self.phase).unwrap_or(1).saturating_sub(1))
+            .copied()
+            .unwrap_or_default();
+        let total = self.phases.iter().fold(PhaseCounts::default(), |mut a, p| {
+            a.planned += p.planned;
+            a.failed += p.failed;
+            a
+        });
+        self.gates
+            .iter()
+            .map(|g| {
+                let (counts, accepted) = match g.scope {
+                    GateScope::Phase => (current, self.accepted[0]),
+                    GateScope::Run => (total, self.accepted[1]),
+                };
+                let failed = counts.failed.saturating_sub(accepted);
+                let figure = match g.kind {
+                    GateKind::FailureRate { .. } => format!(
+                        "{failed}/{} failed ({:.1} %)",
+                        counts.planned,
+                        failed as f64 * 100.0 / counts.planned.max(1) as f64
+                    ),
+                    GateKind::FailureCount { .. } => format!("{failed} failed"),
+                };
+                format!("gate {g}: {figure}")
+            })
+            .collect()
+    }
+}
+
 /// One target of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunTargetRecord {

@@ -1,5 +1,6 @@
-//! The `flow.api` client: one NATS request per command, with a bounded wait
-//! and errors that say which service was asked.
+//! The `flow.api` client the `flow` CLI and `flow-console` share: one NATS
+//! request per call, with a bounded wait and errors that say which service
+//! was asked.
 
 use std::time::Duration;
 
@@ -80,6 +81,16 @@ impl Client {
             nats,
             url: settings.nats.url.clone(),
         })
+    }
+
+    /// A client on a connection made elsewhere (a service that connects
+    /// with [`InitialConnect::Retry`] and its own name); `url` is named in
+    /// errors.
+    pub fn new(nats: async_nats::Client, url: impl Into<String>) -> Client {
+        Client {
+            nats,
+            url: url.into(),
+        }
     }
 
     /// The underlying NATS connection (for JetStream figures).

@@ -1,0 +1,771 @@
+//! The HTTP side: routes, the access check every request passes, and the
+//! handlers, each reading `flow.api` and rendering a page (or, asked with
+//! `X-Flow-Fragment: 1`, the page's content alone).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use axum::{Extension, Form, Router};
+use flow_client::{Client, ClientError};
+use flow_protocol::api::{
+    ErrorCode, RackByRef, RackList, TaskById, TaskList, TaskSubmit, endpoint,
+};
+use flow_protocol::ids::{RackRef, TaskId};
+use flow_protocol::run::{RunAdvance, RunByRef, RunList, RunTargets};
+use flow_protocol::schedule::{ScheduleByRef, ScheduleList};
+use flow_rules::{OperationCode, PowerOperation};
+use futures::StreamExt;
+use maud::Markup;
+use serde::Deserialize;
+
+use crate::access::{Access, Denied, User};
+use crate::live::{self, Topic};
+use crate::pages::confirm::Confirmation;
+use crate::pages::{self, Ctx, Section};
+
+/// How many racks are read at once for the site page.
+const RACK_READS: usize = 16;
+
+/// How many recent tasks the site page looks through for open ones.
+const OPEN_TASKS_LOOKED_AT: u32 = 1000;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    /// `flow.api`.
+    pub client: Arc<Client>,
+    /// The connection the live streams subscribe on.
+    pub nats: async_nats::Client,
+    /// Users and the CSRF key.
+    pub access: Arc<Access>,
+}
+
+/// Why a page cannot be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum PageError {
+    /// `flow.api` refused or did not answer.
+    #[error(transparent)]
+    Api(#[from] ClientError),
+    /// The request itself is wrong (a field named).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The live stream could not subscribe.
+    #[error("cannot follow the event stream: {0}")]
+    Subscribe(#[source] async_nats::SubscribeError),
+    /// Not allowed.
+    #[error("{}", denied_text(*.0))]
+    Denied(Denied),
+}
+
+fn denied_text(d: Denied) -> &'static str {
+    match d {
+        Denied::Unauthenticated => "credentials required (a bearer token or basic credentials)",
+        Denied::Forbidden => "this needs the operator role",
+        Denied::CrossSite => {
+            "refused: the form's token is missing or stale, or the request came from another \
+             site; reload the page and try again"
+        }
+    }
+}
+
+impl IntoResponse for PageError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            PageError::Api(ClientError::Api(e)) => match e.code {
+                ErrorCode::NotFound => StatusCode::NOT_FOUND,
+                ErrorCode::BadRequest | ErrorCode::Invalid => StatusCode::BAD_REQUEST,
+                ErrorCode::Conflict => StatusCode::CONFLICT,
+                ErrorCode::Unavailable | ErrorCode::Internal => StatusCode::BAD_GATEWAY,
+            },
+            PageError::Api(_) | PageError::Subscribe(_) => StatusCode::BAD_GATEWAY,
+            PageError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            PageError::Denied(Denied::Unauthenticated) => StatusCode::UNAUTHORIZED,
+            PageError::Denied(_) => StatusCode::FORBIDDEN,
+        };
+        let message = self.to_string();
+        tracing::warn!(status = status.as_u16(), error = %message, "page refused");
+        let body = pages::problem(status.canonical_reason().unwrap_or("Error"), &message);
+        let mut response = (status, body).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Basic realm=\"Flow console\", charset=\"UTF-8\""),
+            );
+        }
+        response
+    }
+}
+
+type PageResult = Result<Response, PageError>;
+
+/// The router: every route behind the access check but `/healthz`.
+pub fn router(state: AppState) -> Router {
+    let pages = Router::new()
+        .route("/", get(site))
+        .route("/tasks", get(tasks))
+        .route("/tasks/{id}", get(task))
+        .route("/tasks/{id}/cancel", get(cancel_confirm).post(cancel))
+        .route("/racks/{rack}/power", get(power_confirm).post(power))
+        .route("/runs", get(runs))
+        .route("/runs/{run}", get(run))
+        .route("/runs/{run}/act", get(run_confirm).post(run_act))
+        .route("/schedules", get(schedules))
+        .route("/schedules/{schedule}", get(schedule))
+        .route(
+            "/schedules/{schedule}/act",
+            get(schedule_confirm).post(schedule_act),
+        )
+        .route("/live", get(live_stream))
+        .route("/static/console.css", get(css))
+        .route("/static/console.js", get(js))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            authenticate,
+        ));
+    Router::new()
+        .route("/healthz", get(|| async { "ok\n" }))
+        .merge(pages)
+        .with_state(state)
+}
+
+/// Resolves the user from `Authorization`, or answers 401. The header is
+/// never logged.
+async fn authenticate(State(state): State<AppState>, mut request: Request, next: Next) -> Response {
+    let header = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    match state.access.authenticate(header) {
+        Ok(user) => {
+            tracing::debug!(user = %user.name, method = %request.method(), path = request.uri().path(), "request");
+            request.extensions_mut().insert(user);
+            next.run(request).await
+        }
+        Err(denied) => {
+            tracing::info!(method = %request.method(), path = request.uri().path(), "unauthenticated request refused");
+            PageError::Denied(denied).into_response()
+        }
+    }
+}
+
+fn ctx(state: &AppState, user: User) -> Ctx {
+    Ctx {
+        csrf: state.access.csrf_token(&user),
+        user,
+    }
+}
+
+/// The whole page, or its content alone for the page's own refresh.
+fn respond(
+    headers: &HeaderMap,
+    ctx: &Ctx,
+    section: Section,
+    title: &str,
+    live: Option<&str>,
+    main: Markup,
+) -> Response {
+    let fragment = headers.get("x-flow-fragment").is_some();
+    let body = if fragment {
+        main
+    } else {
+        pages::layout(ctx, section, title, live, main)
+    };
+    (
+        [
+            (header::CACHE_CONTROL, "no-store"),
+            (header::X_FRAME_OPTIONS, "DENY"),
+            (header::REFERRER_POLICY, "same-origin"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
+            ),
+        ],
+        body,
+    )
+        .into_response()
+}
+
+#[derive(Debug, Deserialize)]
+struct SiteQuery {
+    #[serde(default)]
+    labels: String,
+}
+
+async fn site(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Query(q): Query<SiteQuery>,
+) -> PageResult {
+    let labels = pages::site::parse_filter(&q.labels).map_err(PageError::BadRequest)?;
+    let list = state
+        .client
+        .call::<endpoint::RackList>(&RackList { labels })
+        .await?;
+    let ids: Vec<String> = list.racks.iter().map(|r| r.id.to_string()).collect();
+    let mut racks = futures::stream::iter(ids.into_iter().map(|id| {
+        let client = Arc::clone(&state.client);
+        async move {
+            client
+                .call::<endpoint::RackGet>(&RackByRef { rack: RackRef(id) })
+                .await
+        }
+    }))
+    .buffered(RACK_READS)
+    .collect::<Vec<_>>()
+    .await
+    .into_iter()
+    .collect::<Result<Vec<_>, _>>()?;
+    racks.sort_by(|a, b| a.name.cmp(&b.name));
+    let recent = state
+        .client
+        .call::<endpoint::TaskList>(&TaskList {
+            limit: Some(OPEN_TASKS_LOOKED_AT),
+        })
+        .await?;
+    let mut open = BTreeMap::new();
+    for t in recent.tasks.into_iter().filter(|t| t.status.is_open()) {
+        open.entry(t.rack.clone()).or_insert(t);
+    }
+    let ctx = ctx(&state, user);
+    let main = pages::site::render(&ctx, &racks, &open, &q.labels);
+    Ok(respond(
+        &headers,
+        &ctx,
+        Section::Site,
+        "Site",
+        Some("site"),
+        main,
+    ))
+}
+
+async fn tasks(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Query(filter): Query<pages::tasks::Filter>,
+) -> PageResult {
+    let limit = filter.limit.unwrap_or(200).clamp(1, 1000);
+    let list = state
+        .client
+        .call::<endpoint::TaskList>(&TaskList { limit: Some(limit) })
+        .await?;
+    let ctx = ctx(&state, user);
+    let main = pages::tasks::render(&list.tasks, &filter, list.tasks.len());
+    Ok(respond(
+        &headers,
+        &ctx,
+        Section::Tasks,
+        "Tasks",
+        Some("tasks"),
+        main,
+    ))
+}
+
+fn task_id(text: &str) -> Result<TaskId, PageError> {
+    text.parse()
+        .map_err(|_| PageError::BadRequest(format!("{text:?} is not a task ID")))
+}
+
+async fn task(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> PageResult {
+    let id = task_id(&id)?;
+    let record = state
+        .client
+        .call::<endpoint::TaskGet>(&TaskById { id })
+        .await?;
+    let ctx = ctx(&state, user);
+    let main = pages::task::render(&ctx, &record);
+    let topic = format!("task:{id}");
+    let title = format!("{} {}", record.operation.as_str(), record.rack);
+    Ok(respond(
+        &headers,
+        &ctx,
+        Section::Tasks,
+        &title,
+        Some(&topic),
+        main,
+    ))
+}
+
+/// The fields of every action form.
+#[derive(Debug, Deserialize)]
+struct ActionForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    op: String,
+    #[serde(rename = "do", default)]
+    act: String,
+}
+
+/// The access check of an action: operator, token, same origin.
+fn may_act(
+    state: &AppState,
+    user: &User,
+    headers: &HeaderMap,
+    form: &ActionForm,
+) -> Result<(), PageError> {
+    let h = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    state
+        .access
+        .may_act(
+            user,
+            &form.csrf,
+            h(header::ORIGIN),
+            headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()),
+            h(header::HOST),
+        )
+        .map_err(PageError::Denied)
+}
+
+fn confirm_page(
+    state: &AppState,
+    user: User,
+    headers: &HeaderMap,
+    section: Section,
+    confirmation: &Confirmation<'_>,
+) -> PageResult {
+    let ctx = ctx(state, user);
+    if !ctx.operator() {
+        return Err(PageError::Denied(Denied::Forbidden));
+    }
+    let main = pages::confirm::render(&ctx, confirmation);
+    Ok(respond(
+        headers,
+        &ctx,
+        section,
+        confirmation.what,
+        None,
+        main,
+    ))
+}
+
+async fn cancel_confirm(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> PageResult {
+    let id = task_id(&id)?;
+    let record = state
+        .client
+        .call::<endpoint::TaskGet>(&TaskById { id })
+        .await?;
+    let what = format!("Cancel {} on {}", record.operation.as_str(), record.rack);
+    confirm_page(
+        &state,
+        user,
+        &headers,
+        Section::Tasks,
+        &Confirmation {
+            what: &what,
+            detail: "The task stops at its next action boundary; components already commanded keep the state they reached.",
+            action: &format!("/tasks/{id}/cancel"),
+            fields: &[],
+            back: &format!("/tasks/{id}"),
+        },
+    )
+}
+
+async fn cancel(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> PageResult {
+    let id = task_id(&id)?;
+    may_act(&state, &user, &headers, &form)?;
+    let reply = state
+        .client
+        .call::<endpoint::TaskCancel>(&TaskById { id })
+        .await?;
+    tracing::info!(user = %user.name, task = %id, outcome = ?reply.outcome, "task cancel from the console");
+    Ok(Redirect::to(&format!("/tasks/{id}")).into_response())
+}
+
+#[derive(Debug, Deserialize)]
+struct PowerQuery {
+    op: String,
+}
+
+fn power_operation(op: &str) -> Result<OperationCode, PageError> {
+    match op {
+        "on" => Ok(OperationCode::Power(PowerOperation::PowerOn)),
+        "off" => Ok(OperationCode::Power(PowerOperation::PowerOff)),
+        _ => Err(PageError::BadRequest(format!(
+            "op: {op:?} is not a power action (on, off)"
+        ))),
+    }
+}
+
+async fn power_confirm(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(rack): Path<String>,
+    Query(q): Query<PowerQuery>,
+) -> PageResult {
+    let op = power_operation(&q.op)?;
+    let record = state
+        .client
+        .call::<endpoint::RackGet>(&RackByRef {
+            rack: RackRef(rack.clone()),
+        })
+        .await?;
+    let what = format!("Power {} rack {}", q.op, record.name);
+    let detail = format!(
+        "Runs the rack's {} rule on its {} components.",
+        op.as_str(),
+        record.components.len()
+    );
+    confirm_page(
+        &state,
+        user,
+        &headers,
+        Section::Site,
+        &Confirmation {
+            what: &what,
+            detail: &detail,
+            action: &format!("/racks/{}/power", record.name),
+            fields: &[("op", &q.op)],
+            back: "/",
+        },
+    )
+}
+
+async fn power(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(rack): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> PageResult {
+    may_act(&state, &user, &headers, &form)?;
+    let operation = power_operation(&form.op)?;
+    let request = TaskSubmit {
+        request_id: format!("console-{}", uuid::Uuid::new_v4()),
+        racks: vec![RackRef(rack.clone())],
+        labels: Default::default(),
+        components: Vec::new(),
+        component_types: Vec::new(),
+        operation,
+        forced: false,
+        description: format!("from the console by {}", user.name),
+        rule_id: None,
+        firmware: Default::default(),
+        conflict: Default::default(),
+        override_readiness: false,
+        readiness_timeout_seconds: None,
+        allow_version_change: false,
+        not_before: None,
+        not_after: None,
+    };
+    let reply = state.client.call::<endpoint::TaskSubmit>(&request).await?;
+    let outcome = reply
+        .results
+        .into_iter()
+        .next()
+        .ok_or_else(|| PageError::BadRequest(format!("rack {rack:?}: no task was made")))?;
+    match outcome.submission.task_id() {
+        Some(id) => {
+            tracing::info!(user = %user.name, rack = %rack, task = %id, operation = operation.as_str(), "power task from the console");
+            Ok(Redirect::to(&format!("/tasks/{id}")).into_response())
+        }
+        None => match outcome.submission {
+            flow_protocol::api::Submission::Refused(e) => Err(PageError::Api(ClientError::Api(e))),
+            _ => Err(PageError::BadRequest(format!(
+                "rack {rack:?}: no task was made"
+            ))),
+        },
+    }
+}
+
+async fn runs(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+) -> PageResult {
+    let list = state
+        .client
+        .call::<endpoint::RunList>(&RunList { limit: Some(100) })
+        .await?;
+    let ctx = ctx(&state, user);
+    let main = pages::runs::list(&list.runs);
+    Ok(respond(
+        &headers,
+        &ctx,
+        Section::Runs,
+        "Rollouts",
+        Some("runs"),
+        main,
+    ))
+}
+
+async fn run(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(run): Path<String>,
+) -> PageResult {
+    let record = state
+        .client
+        .call::<endpoint::RunGet>(&RunByRef { run: run.clone() })
+        .await?;
+    let targets = state
+        .client
+        .call::<endpoint::RunTargets>(&RunTargets { run, phase: None })
+        .await?;
+    let ctx = ctx(&state, user);
+    let main = pages::runs::one(&ctx, &record, &targets.targets);
+    let title = format!("Rollout {}", record.name);
+    Ok(respond(
+        &headers,
+        &ctx,
+        Section::Runs,
+        &title,
+        Some("runs"),
+        main,
+    ))
+}
+
+#[derive(Debug, Deserialize)]
+struct ActQuery {
+    #[serde(rename = "do")]
+    act: String,
+}
+
+fn run_action_text(act: &str) -> Result<&'static str, PageError> {
+    match act {
+        "pause" => Ok("No further task is submitted until it is resumed; open tasks run on."),
+        "resume" => Ok("The failures that tripped its gate are accepted and it goes on."),
+        "advance" => Ok("Its next phase starts."),
+        "cancel" => Ok("It stops for good and its open tasks are cancelled."),
+        _ => Err(PageError::BadRequest(format!(
+            "do: {act:?} is not a rollout action (pause, resume, advance, cancel)"
+        ))),
+    }
+}
+
+async fn run_confirm(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(run): Path<String>,
+    Query(q): Query<ActQuery>,
+) -> PageResult {
+    let detail = run_action_text(&q.act)?;
+    let record = state
+        .client
+        .call::<endpoint::RunGet>(&RunByRef { run })
+        .await?;
+    let what = format!("{} rollout {}", capitalise(&q.act), record.name);
+    confirm_page(
+        &state,
+        user,
+        &headers,
+        Section::Runs,
+        &Confirmation {
+            what: &what,
+            detail,
+            action: &format!("/runs/{}/act", record.id),
+            fields: &[("do", &q.act)],
+            back: &format!("/runs/{}", record.id),
+        },
+    )
+}
+
+async fn run_act(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(run): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> PageResult {
+    may_act(&state, &user, &headers, &form)?;
+    run_action_text(&form.act)?;
+    let by = RunByRef { run: run.clone() };
+    let record = match form.act.as_str() {
+        "pause" => state.client.call::<endpoint::RunPause>(&by).await?,
+        "resume" => state.client.call::<endpoint::RunResume>(&by).await?,
+        "advance" => {
+            state
+                .client
+                .call::<endpoint::RunAdvance>(&RunAdvance {
+                    run,
+                    expect_phase: None,
+                })
+                .await?
+        }
+        _ => state.client.call::<endpoint::RunCancel>(&by).await?,
+    };
+    tracing::info!(user = %user.name, run = %record.name, action = %form.act, "rollout action from the console");
+    Ok(Redirect::to(&format!("/runs/{}", record.id)).into_response())
+}
+
+async fn schedules(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+) -> PageResult {
+    let list = state
+        .client
+        .call::<endpoint::ScheduleList>(&ScheduleList::default())
+        .await?;
+    let ctx = ctx(&state, user);
+    let main = pages::schedules::list(&list.schedules);
+    Ok(respond(
+        &headers,
+        &ctx,
+        Section::Schedules,
+        "Schedules",
+        Some("schedules"),
+        main,
+    ))
+}
+
+async fn schedule(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(schedule): Path<String>,
+) -> PageResult {
+    let record = state
+        .client
+        .call::<endpoint::ScheduleGet>(&ScheduleByRef::new(schedule.clone()))
+        .await?;
+    let history = state
+        .client
+        .call::<endpoint::ScheduleHistory>(&ScheduleByRef {
+            schedule,
+            limit: Some(50),
+        })
+        .await?;
+    let ctx = ctx(&state, user);
+    let main = pages::schedules::one(&ctx, &record, &history.firings);
+    let title = format!("Schedule {}", record.name);
+    Ok(respond(
+        &headers,
+        &ctx,
+        Section::Schedules,
+        &title,
+        Some("schedules"),
+        main,
+    ))
+}
+
+fn schedule_action_text(act: &str) -> Result<&'static str, PageError> {
+    match act {
+        "pause" => Ok("It stops firing until resumed; tasks it made run on."),
+        "resume" => Ok("It fires again, its next time counted from now."),
+        "trigger" => Ok("It fires once now, as if it were due."),
+        _ => Err(PageError::BadRequest(format!(
+            "do: {act:?} is not a schedule action (pause, resume, trigger)"
+        ))),
+    }
+}
+
+async fn schedule_confirm(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(schedule): Path<String>,
+    Query(q): Query<ActQuery>,
+) -> PageResult {
+    let detail = schedule_action_text(&q.act)?;
+    let record = state
+        .client
+        .call::<endpoint::ScheduleGet>(&ScheduleByRef::new(schedule))
+        .await?;
+    let verb = if q.act == "trigger" {
+        "Fire"
+    } else {
+        &capitalise(&q.act)
+    };
+    let what = format!("{verb} schedule {}", record.name);
+    confirm_page(
+        &state,
+        user,
+        &headers,
+        Section::Schedules,
+        &Confirmation {
+            what: &what,
+            detail,
+            action: &format!("/schedules/{}/act", record.id),
+            fields: &[("do", &q.act)],
+            back: &format!("/schedules/{}", record.id),
+        },
+    )
+}
+
+async fn schedule_act(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(schedule): Path<String>,
+    Form(form): Form<ActionForm>,
+) -> PageResult {
+    may_act(&state, &user, &headers, &form)?;
+    schedule_action_text(&form.act)?;
+    let by = ScheduleByRef::new(schedule.clone());
+    match form.act.as_str() {
+        "pause" => {
+            state.client.call::<endpoint::SchedulePause>(&by).await?;
+        }
+        "resume" => {
+            state.client.call::<endpoint::ScheduleResume>(&by).await?;
+        }
+        _ => {
+            state.client.call::<endpoint::ScheduleTrigger>(&by).await?;
+        }
+    }
+    tracing::info!(user = %user.name, schedule = %schedule, action = %form.act, "schedule action from the console");
+    Ok(Redirect::to(&format!("/schedules/{schedule}")).into_response())
+}
+
+fn capitalise(word: &str) -> String {
+    let mut chars = word.chars();
+    match chars.next() {
+        Some(c) => c.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct LiveQuery {
+    topic: String,
+}
+
+async fn live_stream(State(state): State<AppState>, Query(q): Query<LiveQuery>) -> PageResult {
+    let topic = Topic::parse(&q.topic).map_err(PageError::BadRequest)?;
+    let sse = live::stream(state.nats.clone(), topic)
+        .await
+        .map_err(PageError::Subscribe)?;
+    Ok(sse.into_response())
+}
+
+async fn css() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        include_str!("../static/console.css"),
+    )
+        .into_response()
+}
+
+async fn js() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        include_str!("../static/console.js"),
+    )
+        .into_response()
+}

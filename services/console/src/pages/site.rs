@@ -1,0 +1,147 @@
+//! The site: every rack as a tile of its components, by type, each coloured
+//! by its readiness status and titled with its firmware; racks with an open
+//! task marked and linked to it.
+
+use std::collections::BTreeMap;
+
+use flow_protocol::api::RackRecord;
+use flow_protocol::task::TaskSummary;
+use flow_rules::ComponentType;
+use maud::{Markup, html};
+
+use super::{Ctx, action_link, badge};
+
+/// The site page's content.
+pub fn render(
+    ctx: &Ctx,
+    racks: &[RackRecord],
+    open: &BTreeMap<String, TaskSummary>,
+    filter: &str,
+) -> Markup {
+    let components: usize = racks.iter().map(|r| r.components.len()).sum();
+    html! {
+        section.toolbar {
+            h1 { "Site" }
+            form.filter method="get" action="/" {
+                label { "Labels "
+                    input type="text" name="labels" value=(filter) placeholder="row=B,pod=2";
+                }
+                button type="submit" { "Filter" }
+            }
+            p.summary {
+                (racks.len()) " racks · " (components) " components · "
+                (open.len()) " with a task open"
+            }
+        }
+        @if racks.is_empty() {
+            p.empty { "No rack matches." }
+        }
+        div.racks {
+            @for rack in racks {
+                (tile(ctx, rack, open.get(&rack.name)))
+            }
+        }
+    }
+}
+
+fn tile(ctx: &Ctx, rack: &RackRecord, open: Option<&TaskSummary>) -> Markup {
+    let mut by_type: BTreeMap<ComponentType, Vec<_>> = BTreeMap::new();
+    for c in &rack.components {
+        by_type.entry(c.component_type).or_default().push(c);
+    }
+    html! {
+        article.rack.busy[open.is_some()] data-rack=(rack.name) {
+            header {
+                h2 { (rack.name) }
+                span.model { (rack.model) }
+                @if !rack.location.is_empty() { span.location { (rack.location) } }
+            }
+            @if !rack.labels.is_empty() {
+                p.labels {
+                    @for (k, v) in &rack.labels { span.label { (k) "=" (v) } }
+                }
+            }
+            @if let Some(task) = open {
+                p.running {
+                    a href={ "/tasks/" (task.id) } {
+                        (task.operation.as_str()) " " (badge(task.status.as_str()))
+                    }
+                }
+            }
+            @for (kind, list) in &by_type {
+                div.kind {
+                    span.kind-name { (kind.as_str()) " ×" (list.len()) }
+                    div.components {
+                        @for c in list {
+                            span class={ "c st-" (c.status.as_str()) }
+                                data-component=(c.name)
+                                title={ (c.name) " · " (kind.as_str())
+                                    " · firmware " (if c.firmware_version.is_empty() { "unknown" } else { &c.firmware_version })
+                                    " · " (c.status.as_str()) } {
+                                (c.slot.map(|s| s.to_string()).unwrap_or_default())
+                            }
+                        }
+                    }
+                }
+            }
+            footer {
+                (firmware_summary(rack))
+                @if open.is_none() {
+                    (action_link(ctx, &format!("/racks/{}/power?op=on", rack.name), "Power on"))
+                    (action_link(ctx, &format!("/racks/{}/power?op=off", rack.name), "Power off"))
+                }
+            }
+        }
+    }
+}
+
+/// The firmware versions a rack runs, per type: `Compute 1.2 ×18`.
+fn firmware_summary(rack: &RackRecord) -> Markup {
+    let mut versions: BTreeMap<(ComponentType, &str), usize> = BTreeMap::new();
+    for c in &rack.components {
+        let v = if c.firmware_version.is_empty() {
+            "unknown"
+        } else {
+            c.firmware_version.as_str()
+        };
+        *versions.entry((c.component_type, v)).or_default() += 1;
+    }
+    html! {
+        details.firmware {
+            summary { "Firmware" }
+            ul {
+                @for ((kind, version), n) in &versions {
+                    li { (kind.as_str()) " " code { (version) } " ×" (n) }
+                }
+            }
+        }
+    }
+}
+
+/// Reads `row=B,pod=2` into labels; a part without `=` is named.
+pub fn parse_filter(text: &str) -> Result<flow_protocol::labels::Labels, String> {
+    let mut labels = flow_protocol::labels::Labels::new();
+    for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (k, v) = part
+            .split_once('=')
+            .ok_or_else(|| format!("label filter {part:?} is not key=value"))?;
+        labels.insert(k.trim().to_owned(), v.trim().to_owned());
+    }
+    Ok(labels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_reads_as_labels_and_names_a_bad_part() {
+        let l = parse_filter(" row=B, pod=2 ,").unwrap();
+        assert_eq!(l.get("row").map(String::as_str), Some("B"));
+        assert_eq!(l.len(), 2);
+        assert_eq!(
+            parse_filter("row").unwrap_err(),
+            "label filter \"row\" is not key=value"
+        );
+    }
+}
