@@ -43,6 +43,8 @@ pub struct AppState {
     pub nats: async_nats::Client,
     /// Users and the CSRF key.
     pub access: Arc<Access>,
+    /// Component states, as the watchers last saw them.
+    pub states: Arc<crate::states::States>,
 }
 
 /// Why a page cannot be shown.
@@ -233,7 +235,9 @@ async fn site(
         open.entry(t.rack.clone()).or_insert(t);
     }
     let ctx = ctx(&state, user);
-    let main = pages::site::render(&ctx, &racks, &open, &q.labels);
+    let main = pages::site::render(&ctx, &racks, &open, &q.labels, &|rack, component| {
+        state.states.get(rack, component)
+    });
     Ok(respond(
         &headers,
         &ctx,
@@ -748,7 +752,7 @@ struct LiveQuery {
 
 async fn live_stream(State(state): State<AppState>, Query(q): Query<LiveQuery>) -> PageResult {
     let topic = Topic::parse(&q.topic).map_err(PageError::BadRequest)?;
-    let sse = live::stream(state.nats.clone(), topic)
+    let sse = live::stream(state.nats.clone(), state.states.subscribe(), topic)
         .await
         .map_err(PageError::Subscribe)?;
     Ok(sse.into_response())

@@ -3,7 +3,9 @@
 //!
 //! It holds no state and no database of its own: every page is read from
 //! `flow.api` when asked ([`app`]), and the browser is told when to read
-//! again by a server-sent event stream fed from NATS ([`live`]). Every
+//! again by a server-sent event stream fed from NATS ([`live`]); each
+//! component's power and reachability come from the watchers' `FLOW_STATE`
+//! stream ([`states`]). Every
 //! request needs credentials, and actions the operator role, a confirmation
 //! and a CSRF token ([`access`]). Rendering is pure ([`pages`]).
 
@@ -11,6 +13,7 @@ pub mod access;
 pub mod app;
 pub mod live;
 pub mod pages;
+pub mod states;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -30,12 +33,20 @@ pub async fn serve(
         .await
 }
 
-/// The state of a console on this NATS connection.
+/// The state of a console on this NATS connection; starts following the
+/// component states (a task that lives as long as the process).
 pub fn state(nats: async_nats::Client, url: &str, access: Access) -> AppState {
+    let states = Arc::new(states::States::default());
+    tokio::spawn({
+        let states = Arc::clone(&states);
+        let nats = nats.clone();
+        async move { states.follow(nats).await }
+    });
     AppState {
         client: Arc::new(flow_client::Client::new(nats.clone(), url)),
         nats,
         access: Arc::new(access),
+        states,
     }
 }
 

@@ -7,7 +7,8 @@
 //!   page moves its bars with; every other event a `changed` event, on
 //!   which the page fetches its content again.
 //! * any other topic (`site`, `tasks`, `runs`, `schedules`, `run:<id>`,
-//!   `schedule:<id>`) follows every task's events and sends `changed`, at
+//!   `schedule:<id>`) follows every task's events and every component
+//!   state the console applied ([`crate::states`]), and sends `changed`, at
 //!   most one per [`COALESCE`]: a site of hundreds of racks changes many
 //!   times a second, a page needs to know once.
 //!
@@ -99,9 +100,11 @@ fn event(update: Update) -> Event {
 }
 
 /// The SSE response for `topic`: subscribes, then forwards until the
-/// browser goes (the subscription ends with it).
+/// browser goes (the subscription ends with it). `state_changes` tells
+/// when the console applied a component state.
 pub async fn stream(
     nats: async_nats::Client,
+    state_changes: tokio::sync::broadcast::Receiver<()>,
     topic: Topic,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, async_nats::SubscribeError> {
     let (tx, rx) = mpsc::channel::<Event>(64);
@@ -113,11 +116,23 @@ pub async fn stream(
             let progress = nats
                 .subscribe(flow_protocol::jobs::progress_subject(id))
                 .await?;
-            tokio::spawn(forward(futures::stream::select(events, progress), tx, None));
+            tokio::spawn(forward(
+                updates(futures::stream::select(events, progress)),
+                tx,
+                None,
+            ));
         }
         Topic::Tasks => {
             let events = nats.subscribe("flow.events.task.*").await?;
-            tokio::spawn(forward(events, tx, Some(COALESCE)));
+            // A component state the console has applied reads as a task
+            // event would: something to fetch again.
+            let changes = tokio_stream::wrappers::BroadcastStream::new(state_changes)
+                .map(|_| Update::Changed("component_state"));
+            tokio::spawn(forward(
+                futures::stream::select(updates(events), changes),
+                tx,
+                Some(COALESCE),
+            ));
         }
     }
     let hello = futures::stream::once(async { Event::default().event("hello").data("live") });
@@ -125,11 +140,17 @@ pub async fn stream(
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
 }
 
-/// Forwards messages as events until the browser's side closes. With
+fn updates(
+    messages: impl Stream<Item = async_nats::Message> + Unpin,
+) -> impl Stream<Item = Update> + Unpin {
+    messages.map(|m| update_of(&m.payload))
+}
+
+/// Forwards updates as events until the browser's side closes. With
 /// `coalesce`, `changed` events are sent at most once per that time (the
 /// last of a burst is never lost: one is sent after the quiet time).
 async fn forward(
-    mut messages: impl Stream<Item = async_nats::Message> + Unpin,
+    mut updates: impl Stream<Item = Update> + Unpin,
     tx: mpsc::Sender<Event>,
     coalesce: Option<Duration>,
 ) {
@@ -151,9 +172,8 @@ async fn forward(
                     return;
                 }
             }
-            message = messages.next() => {
-                let Some(message) = message else { return };
-                let update = update_of(&message.payload);
+            update = updates.next() => {
+                let Some(update) = update else { return };
                 match (update, coalesce) {
                     (Update::Changed(_), Some(d)) => {
                         let now = tokio::time::Instant::now();

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use cdp::{Browser, Tab};
 use flow_rack_sim::{InitialPower, SimConfig};
 use flow_testenv::Stack;
+use flow_worker::watch::WatchConfig;
 use serde_json::{Value, json};
 
 const OPERATOR: &str = "operator-token-for-tests-0001";
@@ -167,7 +168,13 @@ async fn nvl72() -> Stack {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_site_shows_the_rack_and_a_power_on_from_the_cli_moves_the_bars_live() {
-    let env = nvl72().await;
+    let mut env = nvl72().await;
+    // A watcher: each component's power and reachability for the tiles.
+    env.start_watcher(WatchConfig {
+        poll_every: Duration::from_millis(500),
+        inventory_every: Duration::from_millis(500),
+        ..WatchConfig::default()
+    });
     let nats = env.nats.url();
     let rules =
         std::env::temp_dir().join(format!("flow-console-rule-{}.yaml", uuid::Uuid::new_v4()));
@@ -195,6 +202,12 @@ async fn the_site_shows_the_rack_and_a_power_on_from_the_cli_moves_the_bars_live
         .eval("[...document.querySelectorAll('.kind-name')].map(e => e.textContent).join(', ')")
         .await;
     assert_eq!(kinds, "Compute ×18, NVSwitch ×9, PowerShelf ×8");
+    // The watcher has seen the shelves: off, their BMCs answering.
+    tab.wait_for(
+        "document.querySelectorAll('[data-component^=\"powershelf\"][data-power=\"off\"][data-reachable=\"reachable\"]').length === 8",
+        Duration::from_secs(20),
+    )
+    .await;
     tab.wait_for(
         "document.getElementById('live-state').textContent.includes('live')",
         Duration::from_secs(10),
@@ -222,6 +235,18 @@ async fn the_site_shows_the_rack_and_a_power_on_from_the_cli_moves_the_bars_live
     )
     .await;
 
+    // A second tab stays on the site while the power-on runs.
+    let mut site = browser.tab().await;
+    site.headers(json!({ "Authorization": format!("Bearer {VIEWER}") }))
+        .await;
+    site.goto(&format!("{}/", console.url)).await;
+    site.wait_for(
+        "document.getElementById('live-state').textContent.includes('live')",
+        Duration::from_secs(10),
+    )
+    .await;
+    site.eval("window.__flowMarker = 'site'").await;
+
     // A power-on from the CLI; the site marks the rack without a reload.
     tab.eval("window.__flowMarker = 'site'").await;
     let out = flow(&nats, &["--json", "power", "on", "--rack", "rack-01"]).await;
@@ -236,7 +261,6 @@ async fn the_site_shows_the_rack_and_a_power_on_from_the_cli_moves_the_bars_live
     )
     .await;
     assert_eq!(tab.eval("window.__flowMarker").await, "site");
-    screenshot(&mut tab, "site").await;
 
     // The task page: its bars move to completion, pushed, not reloaded.
     tab.goto(&format!("{}/tasks/{task}", console.url)).await;
@@ -331,6 +355,16 @@ async fn the_site_shows_the_rack_and_a_power_on_from_the_cli_moves_the_bars_live
     }
     assert_eq!(last["bars"].as_array().unwrap().len(), 3, "{last}");
     screenshot(&mut tab, "task").await;
+
+    // The site tab, never reloaded, shows every component on and answering.
+    site.wait_for(
+        "document.querySelectorAll('[data-component][data-power=\"on\"][data-reachable=\"reachable\"]').length === 35",
+        Duration::from_secs(30),
+    )
+    .await;
+    assert_eq!(site.eval("window.__flowMarker").await, "site");
+    screenshot(&mut site, "site").await;
+    drop(site);
 
     // The other pages, with something to show.
     tab.goto(&format!("{}/tasks", console.url)).await;

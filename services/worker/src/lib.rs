@@ -21,6 +21,7 @@ mod hold;
 pub mod instrument;
 mod job;
 pub mod metrics;
+pub mod observe;
 pub mod progress;
 mod pull;
 pub mod watch;

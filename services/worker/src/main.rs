@@ -157,9 +157,13 @@ async fn main() -> anyhow::Result<()> {
             ..Default::default()
         };
         tracing::info!(poll_every = ?config.poll_every, "watching BMCs for hardware events");
+        // The watcher reads power through managers of its own (not counted
+        // as job calls), on the same connections.
+        let managers = Arc::new(flow_redfish::registry_with(&redfish, &bmcs, None)?);
         tokio::spawn(flow_worker::watch::run(
             client.clone(),
             bmcs,
+            managers,
             config,
             stop.clone(),
         ));

@@ -27,10 +27,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_nats::HeaderMap;
+use flow_hardware::ManagerRegistry;
 use flow_protocol::api::{Endpoint, RackByRef, RackList, decode_reply, endpoint};
 use flow_protocol::event::{EventType, HardwareEvent, Severity};
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::ComponentTarget;
+use flow_protocol::state::PowerState;
 use flow_protocol::subjects::api_subject;
 use flow_redfish::Connections;
 use flow_redfish::sse::SseFrames;
@@ -40,6 +42,8 @@ use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
+
+use crate::observe::{self, Seen};
 
 /// What the watcher needs to know.
 #[derive(Debug, Clone)]
@@ -105,16 +109,19 @@ struct Watcher {
     client: async_nats::Client,
     js: async_nats::jetstream::Context,
     bmcs: Connections,
+    managers: Arc<ManagerRegistry>,
     reads: Semaphore,
     config: WatchConfig,
 }
 
 /// Watches every BMC of the inventory until `stop`, through `bmcs` (the
 /// worker's own connections: its per-BMC request cap and its Redfish
-/// sessions count the watcher's reads and streams too).
+/// sessions count the watcher's reads and streams too); power is read
+/// through `managers` (on the same connections).
 pub async fn run(
     client: async_nats::Client,
     bmcs: Connections,
+    managers: Arc<ManagerRegistry>,
     config: WatchConfig,
     stop: CancellationToken,
 ) {
@@ -122,6 +129,7 @@ pub async fn run(
         js: async_nats::jetstream::new(client.clone()),
         client,
         bmcs,
+        managers,
         reads: Semaphore::new(config.max_reads.max(1)),
         config,
     });
@@ -296,10 +304,11 @@ impl Watcher {
     /// Watches one BMC until `stop`.
     async fn watch(self: Arc<Self>, target: Target, stop: CancellationToken) {
         let mut pause = RECONNECT_FIRST;
+        let mut seen: Option<Seen> = None;
         loop {
             let outcome = tokio::select! {
                 () = stop.cancelled() => return,
-                outcome = self.watch_once(&target) => outcome,
+                outcome = self.watch_once(&target, &mut seen) => outcome,
             };
             match outcome {
                 Ok(Watched::Polled) => {
@@ -317,6 +326,13 @@ impl Watcher {
                 Err(error) => {
                     tracing::debug!(rack = %target.rack, component = %target.name, error = %ErrorChain(&error), "cannot watch the BMC; trying again");
                     pause = (pause * 2).min(RECONNECT_MAX);
+                    if let WatchError::Bmc { .. } = error {
+                        let power = seen.as_ref().map_or(PowerState::Unknown, |s| s.0);
+                        let now = (power, false, ErrorChain(&error).to_string());
+                        if let Err(e) = self.publish_state(&target, &mut seen, now).await {
+                            tracing::warn!(rack = %target.rack, component = %target.name, error = %ErrorChain(&e), "cannot publish the component's state");
+                        }
+                    }
                 }
             }
             tokio::select! {
@@ -327,9 +343,14 @@ impl Watcher {
     }
 
     /// One round: follow the stream until it ends, or poll once.
-    async fn watch_once(&self, target: &Target) -> Result<Watched, WatchError> {
+    async fn watch_once(
+        &self,
+        target: &Target,
+        seen: &mut Option<Seen>,
+    ) -> Result<Watched, WatchError> {
         let Some(uri) = self.event_stream_uri(target).await? else {
             self.poll(target).await?;
+            self.observe(target, seen).await?;
             return Ok(Watched::Polled);
         };
         // Held open (one of the BMC's request permits) until it ends; the
@@ -342,6 +363,7 @@ impl Watcher {
             .map_err(|e| Self::bmc_error(target, &uri, e))?;
         // Opened: now read what happened while nobody listened.
         self.poll(target).await?;
+        self.observe(target, seen).await?;
         let mut frames = SseFrames::default();
         loop {
             let chunk = match tokio::time::timeout(STREAM_IDLE, stream.response.chunk()).await {
@@ -359,7 +381,12 @@ impl Watcher {
                     .and_then(Value::as_array)
                     .cloned()
                     .unwrap_or_default();
+                let mut power_changed = false;
                 for e in events {
+                    power_changed |= e
+                        .get("MessageId")
+                        .and_then(Value::as_str)
+                        .is_some_and(observe::is_power_change);
                     let origin = e
                         .pointer("/OriginOfCondition/@odata.id")
                         .and_then(Value::as_str)
@@ -371,8 +398,45 @@ impl Watcher {
                         self.publish(&event).await?;
                     }
                 }
+                if power_changed {
+                    self.observe(target, seen).await?;
+                }
             }
         }
+    }
+
+    /// Reads the component's power and publishes its state if it changed.
+    async fn observe(&self, target: &Target, seen: &mut Option<Seen>) -> Result<(), WatchError> {
+        let manager = self.managers.get(target.component_type).ok();
+        let power = {
+            let _permit = self.reads.acquire().await;
+            observe::read(manager.map(|m| m.as_ref()), target).await
+        }
+        .map_err(|e| Self::bmc_error(target, "power state", e))?;
+        self.publish_state(target, seen, (power, true, String::new()))
+            .await
+    }
+
+    /// Publishes `now` when it differs from what was last published.
+    async fn publish_state(
+        &self,
+        target: &Target,
+        seen: &mut Option<Seen>,
+        now: Seen,
+    ) -> Result<(), WatchError> {
+        let Some(state) = observe::next(target, seen.as_ref(), now.clone()) else {
+            return Ok(());
+        };
+        let body = serde_json::to_vec(&state).map_err(|e| WatchError::Publish(e.into()))?;
+        self.js
+            .publish(state.subject(), body.into())
+            .await
+            .map_err(|e| WatchError::Publish(e.into()))?
+            .await
+            .map_err(|e| WatchError::Publish(e.into()))?;
+        tracing::debug!(rack = %target.rack, component = %target.name, power = %state.power, reachable = state.reachable, "component state published");
+        *seen = Some(now);
+        Ok(())
     }
 }
 

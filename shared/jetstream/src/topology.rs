@@ -12,6 +12,7 @@ use flow_protocol::jobs::{
     BUCKET_JOB_STATE, CONSUMER_SCHEDULER, CONSUMER_SUBMIT, CONSUMER_WORKERS, PARKED_MAX_AGE,
     STREAM_EVENTS, STREAM_JOBS, STREAM_PARKED, STREAM_RESULTS, STREAM_TASKS, SUBJECT_SUBMIT,
 };
+use flow_protocol::state::{STATE_SUBJECTS, STREAM_STATE};
 
 /// How long JetStream remembers a `Nats-Msg-Id` on the work queues (a
 /// repeat within it is dropped).
@@ -272,7 +273,21 @@ pub async fn ensure(js: &jetstream::Context, topology: &Topology) -> Result<(), 
         durable(flow_protocol::event::CONSUMER_HARDWARE, SCHEDULER_ACK_WAIT),
     )
     .await?;
+    stream(js, topology, last_per_subject(STREAM_STATE, STATE_SUBJECTS)).await?;
     bucket(js, topology).await
+}
+
+/// A stream that keeps the last message of each subject, for as long as
+/// there is one (the state of each component: a reader learns all of it
+/// from the stream, however long ago a component last changed).
+fn last_per_subject(name: &str, subjects: &str) -> stream::Config {
+    stream::Config {
+        name: name.to_owned(),
+        subjects: vec![subjects.to_owned()],
+        max_messages_per_subject: 1,
+        storage: stream::StorageType::File,
+        ..Default::default()
+    }
 }
 
 /// The job-state bucket: created as a bucket when missing; when its stream

@@ -13,6 +13,7 @@ pub mod rack;
 pub mod readiness;
 pub mod run;
 pub mod schedule;
+pub mod state;
 pub mod status;
 pub mod subjects;
 pub mod task;

@@ -409,9 +409,14 @@ impl Stack {
         ));
         let bmcs = flow_redfish::Connections::new(&RedfishSettings::default(), credentials)
             .expect("BMC connections");
+        let managers = Arc::new(
+            flow_redfish::registry_with(&RedfishSettings::default(), &bmcs, None)
+                .expect("the watcher's managers"),
+        );
         let handle = tokio::spawn(flow_worker::watch::run(
             self.client.clone(),
             bmcs,
+            managers,
             config,
             stop.clone(),
         ));

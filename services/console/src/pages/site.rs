@@ -1,15 +1,21 @@
-//! The site: every rack as a tile of its components, by type, each coloured
-//! by its readiness status and titled with its firmware; racks with an open
-//! task marked and linked to it.
+//! The site: every rack as a tile of its components, by type. A component
+//! is filled by its power (as a watcher last saw it), ringed by its
+//! readiness status, struck when its BMC does not answer, and titled with
+//! all of that and its firmware; racks with an open task are marked and
+//! linked to it.
 
 use std::collections::BTreeMap;
 
-use flow_protocol::api::RackRecord;
+use flow_protocol::api::{ComponentRecord, RackRecord};
+use flow_protocol::state::{ComponentState, PowerState};
 use flow_protocol::task::TaskSummary;
 use flow_rules::ComponentType;
 use maud::{Markup, html};
 
 use super::{Ctx, action_link, badge};
+
+/// A component's state by (rack, component) name.
+pub type StateOf<'a> = &'a dyn Fn(&str, &str) -> Option<ComponentState>;
 
 /// The site page's content.
 pub fn render(
@@ -17,8 +23,20 @@ pub fn render(
     racks: &[RackRecord],
     open: &BTreeMap<String, TaskSummary>,
     filter: &str,
+    state_of: StateOf<'_>,
 ) -> Markup {
     let components: usize = racks.iter().map(|r| r.components.len()).sum();
+    let mut power: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut unreachable = 0;
+    for r in racks {
+        for c in &r.components {
+            let s = state_of(&r.name, &c.name);
+            *power
+                .entry(s.as_ref().map_or("not watched", |s| s.power.as_str()))
+                .or_default() += 1;
+            unreachable += usize::from(s.is_some_and(|s| !s.reachable));
+        }
+    }
     html! {
         section.toolbar {
             h1 { "Site" }
@@ -31,6 +49,13 @@ pub fn render(
             p.summary {
                 (racks.len()) " racks · " (components) " components · "
                 (open.len()) " with a task open"
+                @for (p, n) in &power { " · " (n) " " (p) }
+                @if unreachable > 0 { " · " span.error { (unreachable) " unreachable" } }
+            }
+            p.legend {
+                span.c.pw-on {} " on " span.c.pw-off {} " off " span.c.pw-unknown {} " unknown "
+                span.c.pw-on.st-maintenance {} " maintenance " span.c.pw-on.st-in_use {} " in use "
+                span.c.pw-on.unreachable {} " BMC not answering"
             }
         }
         @if racks.is_empty() {
@@ -38,13 +63,13 @@ pub fn render(
         }
         div.racks {
             @for rack in racks {
-                (tile(ctx, rack, open.get(&rack.name)))
+                (tile(ctx, rack, open.get(&rack.name), state_of))
             }
         }
     }
 }
 
-fn tile(ctx: &Ctx, rack: &RackRecord, open: Option<&TaskSummary>) -> Markup {
+fn tile(ctx: &Ctx, rack: &RackRecord, open: Option<&TaskSummary>, state_of: StateOf<'_>) -> Markup {
     let mut by_type: BTreeMap<ComponentType, Vec<_>> = BTreeMap::new();
     for c in &rack.components {
         by_type.entry(c.component_type).or_default().push(c);
@@ -73,13 +98,7 @@ fn tile(ctx: &Ctx, rack: &RackRecord, open: Option<&TaskSummary>) -> Markup {
                     span.kind-name { (kind.as_str()) " ×" (list.len()) }
                     div.components {
                         @for c in list {
-                            span class={ "c st-" (c.status.as_str()) }
-                                data-component=(c.name)
-                                title={ (c.name) " · " (kind.as_str())
-                                    " · firmware " (if c.firmware_version.is_empty() { "unknown" } else { &c.firmware_version })
-                                    " · " (c.status.as_str()) } {
-                                (c.slot.map(|s| s.to_string()).unwrap_or_default())
-                            }
+                            (component(kind.as_str(), c, state_of(&rack.name, &c.name).as_ref()))
                         }
                     }
                 }
@@ -91,6 +110,37 @@ fn tile(ctx: &Ctx, rack: &RackRecord, open: Option<&TaskSummary>) -> Markup {
                     (action_link(ctx, &format!("/racks/{}/power?op=off", rack.name), "Power off"))
                 }
             }
+        }
+    }
+}
+
+/// One component's square.
+fn component(kind: &str, c: &ComponentRecord, state: Option<&ComponentState>) -> Markup {
+    let power = state.map_or(PowerState::Unknown, |s| s.power);
+    let reachable = match state {
+        None => "not watched",
+        Some(s) if s.reachable => "reachable",
+        Some(_) => "unreachable",
+    };
+    let firmware = if c.firmware_version.is_empty() {
+        "unknown"
+    } else {
+        c.firmware_version.as_str()
+    };
+    let mut title = format!(
+        "{} · {kind} · power {} · {reachable} · firmware {firmware} · {}",
+        c.name,
+        power.as_str(),
+        c.status.as_str()
+    );
+    if let Some(s) = state.filter(|s| !s.error.is_empty()) {
+        title.push_str(&format!(" · {}", s.error));
+    }
+    html! {
+        span class={ "c pw-" (power.as_str()) " st-" (c.status.as_str()) @if reachable == "unreachable" { " unreachable" } }
+            data-component=(c.name) data-power=(power.as_str()) data-reachable=(reachable)
+            data-status=(c.status.as_str()) title=(title) {
+            (c.slot.map(|s| s.to_string()).unwrap_or_default())
         }
     }
 }
