@@ -184,7 +184,8 @@ fn respond(
             (header::REFERRER_POLICY, "same-origin"),
             (
                 header::CONTENT_SECURITY_POLICY,
-                "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'",
+                "default-src 'self'; style-src 'self'; style-src-attr 'unsafe-inline'; img-src 'self' data:; \
+                 frame-ancestors 'none'; form-action 'self'",
             ),
         ],
         body,

@@ -67,11 +67,16 @@ struct Console {
 
 impl Console {
     fn start(nats_url: &str) -> Console {
+        Console::start_on(nats_url, "127.0.0.1:0")
+    }
+
+    /// On `listen` (a fixed port, to start again where a page expects it).
+    fn start_on(nats_url: &str, listen: &str) -> Console {
         let dir = std::env::temp_dir().join(format!("flow-console-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let url_file = dir.join("url");
         let child = Command::new(env!("CARGO_BIN_EXE_flow-console"))
-            .args(["--listen", "127.0.0.1:0", "--url-file"])
+            .args(["--listen", listen, "--url-file"])
             .arg(&url_file)
             .env("FLOW_NATS_URL", nats_url)
             .env("FLOW_CONSOLE_OPERATOR_TOKEN", OPERATOR)
@@ -354,6 +359,15 @@ async fn the_site_shows_the_rack_and_a_power_on_from_the_cli_moves_the_bars_live
         );
     }
     assert_eq!(last["bars"].as_array().unwrap().len(), 3, "{last}");
+    // As drawn: each bar's filled part spans the whole bar.
+    let filled = tab
+        .eval(
+            "[...document.querySelectorAll('.bar[data-step]')].map(b => \
+                Math.round(100 * b.querySelector('.done').getBoundingClientRect().width \
+                    / b.getBoundingClientRect().width))",
+        )
+        .await;
+    assert_eq!(filled, json!([100, 100, 100]), "the bars as drawn");
     screenshot(&mut tab, "task").await;
 
     // The site tab, never reloaded, shows every component on and answering.
@@ -566,6 +580,85 @@ async fn actions_need_an_operator_this_consoles_token_and_its_origin() {
         .eval("document.querySelector('dl.facts').dataset.task")
         .await;
     assert_eq!(shown, tasks[0]["id"]);
+    drop(tab);
+    drop(browser);
+    drop(console);
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_page_catches_up_when_its_event_stream_comes_back() {
+    let env = Stack::builder()
+        .simulator(SimConfig {
+            time_scale: 0.05,
+            compute: 2,
+            nvswitch: 1,
+            powershelf: 1,
+            ..SimConfig::default()
+        })
+        .workers(1)
+        .start()
+        .await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let console = Console::start_on(&env.nats.url(), &listen);
+    let browser = Browser::start();
+    let mut tab = browser.tab().await;
+    tab.headers(json!({ "Authorization": format!("Bearer {VIEWER}") }))
+        .await;
+    tab.goto(&format!("{}/tasks", console.url)).await;
+    tab.wait_for(
+        "document.getElementById('live-state').textContent.includes('live')",
+        Duration::from_secs(10),
+    )
+    .await;
+    tab.eval("window.__flowMarker = 'tasks'").await;
+    assert_eq!(
+        tab.eval("document.querySelectorAll('tr[data-task]').length")
+            .await,
+        json!(0)
+    );
+
+    // The console goes away; the page says so and keeps what it showed.
+    drop(console);
+    tab.wait_for(
+        "document.getElementById('live-state').textContent.includes('reconnecting')",
+        Duration::from_secs(10),
+    )
+    .await;
+    // A task starts while nobody pushes anything to the page.
+    let outcome = env
+        .ok(
+            "task.submit",
+            json!({"request_id": "while-the-console-is-down", "racks": ["rack-01"], "operation": "power_on"}),
+        )
+        .await;
+    let task = outcome["results"][0]["task_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no task: {outcome}"))
+        .to_owned();
+
+    // It ends before the console is back: no later event would tell the
+    // page. Back on the same address, the stream reopens and the page
+    // catches up by itself, without a reload.
+    let finished = env.finish(&task).await;
+    assert_eq!(finished["status"], "completed", "{finished}");
+    let console = Console::start_on(&env.nats.url(), &listen);
+    tab.wait_for(
+        &format!("document.querySelector('tr[data-task=\"{task}\"]') !== null"),
+        Duration::from_secs(30),
+    )
+    .await;
+    tab.wait_for(
+        "document.getElementById('live-state').textContent.includes('live')",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(tab.eval("window.__flowMarker").await, "tasks");
     drop(tab);
     drop(browser);
     drop(console);
