@@ -3,7 +3,9 @@
 //! * `examples/nats/nats-server.conf`, as shipped, runs a real task: the
 //!   scheduler as `scheduler`, a worker as `worker`, the `flow` CLI as
 //!   `operator`; a `worker` connection can neither submit tasks nor call
-//!   `flow.api` nor set cancel marks, and nothing comes of its attempts.
+//!   `flow.api` nor set cancel marks, and nothing comes of its attempts; a
+//!   watcher as `worker` publishes component states that the console's
+//!   follower reads as `operator`.
 //! * A BMC password planted in the simulator and the worker's credentials
 //!   never reaches a stream, a KV bucket, any NATS message, the database or
 //!   the logs of the scheduler, the worker and the CLI.
@@ -399,6 +401,74 @@ async fn the_shipped_roles_file_runs_a_task_and_keeps_workers_from_submitting() 
     )
     .await
     .expect("operator connects");
+
+    // A watcher as `worker` publishes component states; the console's
+    // follower, as `operator`, reads every one of them (all four on).
+    let watcher_client = connect_nats(
+        &settings(&url, "worker", &roles.worker, Some("_INBOX_worker")),
+        "flow-worker-watch",
+        InitialConnect::FailFast,
+    )
+    .await
+    .expect("a watcher connects");
+    let watch_stop = tokio_util::sync::CancellationToken::new();
+    let watcher = {
+        let credentials = Arc::new(CredentialStore::single(
+            flow_rack_sim::CREDENTIAL_REF,
+            flow_rack_sim::DEFAULT_USER,
+            flow_rack_sim::DEFAULT_PASSWORD,
+        ));
+        let bmcs = flow_redfish::Connections::new(&RedfishSettings::default(), credentials)
+            .expect("connections");
+        let managers = Arc::new(
+            flow_redfish::registry_with(&RedfishSettings::default(), &bmcs, None)
+                .expect("managers"),
+        );
+        tokio::spawn(flow_worker::watch::run(
+            watcher_client,
+            bmcs,
+            managers,
+            flow_worker::watch::WatchConfig {
+                poll_every: Duration::from_millis(200),
+                inventory_every: Duration::from_millis(200),
+                ..Default::default()
+            },
+            watch_stop.clone(),
+        ))
+    };
+    let states = Arc::new(flow_console::states::States::default());
+    let follower = tokio::spawn({
+        let (states, operator) = (Arc::clone(&states), operator.clone());
+        async move { states.follow(operator).await }
+    });
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let names: Vec<String> = sim.inventory()[0]
+        .components
+        .iter()
+        .map(|c| c.name.clone())
+        .collect();
+    loop {
+        let on = names
+            .iter()
+            .filter(|n| {
+                states
+                    .get("rack-01", n)
+                    .is_some_and(|s| s.reachable && s.power == flow_protocol::state::PowerState::On)
+            })
+            .count();
+        if on == names.len() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{on} of {} component states read as operator",
+            names.len()
+        );
+        tokio::time::sleep(POLL).await;
+    }
+    follower.abort();
+    watch_stop.cancel();
+    watcher.await.expect("the watcher stops");
     let out = flow(&operator_env, &["power", "off", "--rack", "rack-01"]).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let off_task = task_id(&out);
