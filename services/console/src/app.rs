@@ -162,6 +162,20 @@ fn ctx(state: &AppState, user: User) -> Ctx {
     }
 }
 
+/// A page for `user`: its content rendered with their context, in the
+/// layout unless the page asked for its content alone.
+fn page(
+    state: &AppState,
+    user: User,
+    headers: &HeaderMap,
+    (section, title, live): (Section, &str, Option<&str>),
+    main: impl FnOnce(&Ctx) -> Markup,
+) -> Response {
+    let ctx = ctx(state, user);
+    let main = main(&ctx);
+    respond(headers, &ctx, section, title, live, main)
+}
+
 /// The whole page, or its content alone for the page's own refresh.
 fn respond(
     headers: &HeaderMap,
@@ -235,17 +249,16 @@ async fn site(
     for t in recent.tasks.into_iter().filter(|t| t.status.is_open()) {
         open.entry(t.rack.clone()).or_insert(t);
     }
-    let ctx = ctx(&state, user);
-    let main = pages::site::render(&ctx, &racks, &open, &q.labels, &|rack, component| {
-        state.states.get(rack, component)
-    });
-    Ok(respond(
+    Ok(page(
+        &state,
+        user,
         &headers,
-        &ctx,
-        Section::Site,
-        "Site",
-        Some("site"),
-        main,
+        (Section::Site, "Site", Some("site")),
+        |ctx| {
+            pages::site::render(ctx, &racks, &open, &q.labels, &|rack, component| {
+                state.states.get(rack, component)
+            })
+        },
     ))
 }
 
@@ -260,15 +273,12 @@ async fn tasks(
         .client
         .call::<endpoint::TaskList>(&TaskList { limit: Some(limit) })
         .await?;
-    let ctx = ctx(&state, user);
-    let main = pages::tasks::render(&list.tasks, &filter, list.tasks.len());
-    Ok(respond(
+    Ok(page(
+        &state,
+        user,
         &headers,
-        &ctx,
-        Section::Tasks,
-        "Tasks",
-        Some("tasks"),
-        main,
+        (Section::Tasks, "Tasks", Some("tasks")),
+        |_| pages::tasks::render(&list.tasks, &filter, list.tasks.len()),
     ))
 }
 
@@ -288,17 +298,14 @@ async fn task(
         .client
         .call::<endpoint::TaskGet>(&TaskById { id })
         .await?;
-    let ctx = ctx(&state, user);
-    let main = pages::task::render(&ctx, &record);
     let topic = format!("task:{id}");
     let title = format!("{} {}", record.operation.as_str(), record.rack);
-    Ok(respond(
+    Ok(page(
+        &state,
+        user,
         &headers,
-        &ctx,
-        Section::Tasks,
-        &title,
-        Some(&topic),
-        main,
+        (Section::Tasks, &title, Some(&topic)),
+        |ctx| pages::task::render(ctx, &record),
     ))
 }
 
@@ -505,15 +512,12 @@ async fn runs(
         .client
         .call::<endpoint::RunList>(&RunList { limit: Some(100) })
         .await?;
-    let ctx = ctx(&state, user);
-    let main = pages::runs::list(&list.runs);
-    Ok(respond(
+    Ok(page(
+        &state,
+        user,
         &headers,
-        &ctx,
-        Section::Runs,
-        "Rollouts",
-        Some("runs"),
-        main,
+        (Section::Runs, "Rollouts", Some("runs")),
+        |_| pages::runs::list(&list.runs),
     ))
 }
 
@@ -531,16 +535,13 @@ async fn run(
         .client
         .call::<endpoint::RunTargets>(&RunTargets { run, phase: None })
         .await?;
-    let ctx = ctx(&state, user);
-    let main = pages::runs::one(&ctx, &record, &targets.targets);
     let title = format!("Rollout {}", record.name);
-    Ok(respond(
+    Ok(page(
+        &state,
+        user,
         &headers,
-        &ctx,
-        Section::Runs,
-        &title,
-        Some("runs"),
-        main,
+        (Section::Runs, &title, Some("runs")),
+        |ctx| pages::runs::one(ctx, &record, &targets.targets),
     ))
 }
 
@@ -627,15 +628,12 @@ async fn schedules(
         .client
         .call::<endpoint::ScheduleList>(&ScheduleList::default())
         .await?;
-    let ctx = ctx(&state, user);
-    let main = pages::schedules::list(&list.schedules);
-    Ok(respond(
+    Ok(page(
+        &state,
+        user,
         &headers,
-        &ctx,
-        Section::Schedules,
-        "Schedules",
-        Some("schedules"),
-        main,
+        (Section::Schedules, "Schedules", Some("schedules")),
+        |_| pages::schedules::list(&list.schedules),
     ))
 }
 
@@ -656,16 +654,13 @@ async fn schedule(
             limit: Some(50),
         })
         .await?;
-    let ctx = ctx(&state, user);
-    let main = pages::schedules::one(&ctx, &record, &history.firings);
     let title = format!("Schedule {}", record.name);
-    Ok(respond(
+    Ok(page(
+        &state,
+        user,
         &headers,
-        &ctx,
-        Section::Schedules,
-        &title,
-        Some("schedules"),
-        main,
+        (Section::Schedules, &title, Some("schedules")),
+        |ctx| pages::schedules::one(ctx, &record, &history.firings),
     ))
 }
 

@@ -193,8 +193,7 @@ async fn the_site_shows_the_rack_and_a_power_on_from_the_cli_moves_the_bars_live
     let console = Console::start(&nats);
     let browser = Browser::start();
     let mut tab = browser.tab().await;
-    tab.headers(json!({ "Authorization": format!("Bearer {VIEWER}") }))
-        .await;
+    tab.bearer(VIEWER).await;
 
     // The site: the demo rack's 35 components, as tiles.
     tab.goto(&format!("{}/", console.url)).await;
@@ -213,11 +212,7 @@ async fn the_site_shows_the_rack_and_a_power_on_from_the_cli_moves_the_bars_live
         Duration::from_secs(20),
     )
     .await;
-    tab.wait_for(
-        "document.getElementById('live-state').textContent.includes('live')",
-        Duration::from_secs(10),
-    )
-    .await;
+    tab.until_live().await;
     // A viewer is offered no action.
     assert_eq!(
         tab.eval("document.querySelectorAll('a.button').length")
@@ -226,30 +221,20 @@ async fn the_site_shows_the_rack_and_a_power_on_from_the_cli_moves_the_bars_live
     );
 
     // An operator sees the rack's actions (the screenshots show them).
-    tab.headers(json!({ "Authorization": format!("Bearer {OPERATOR}") }))
-        .await;
+    tab.bearer(OPERATOR).await;
     tab.goto(&format!("{}/", console.url)).await;
     assert_eq!(
         tab.eval("[...document.querySelectorAll('a.button')].map(a => a.textContent).join(', ')")
             .await,
         "Power on, Power off"
     );
-    tab.wait_for(
-        "document.getElementById('live-state').textContent.includes('live')",
-        Duration::from_secs(10),
-    )
-    .await;
+    tab.until_live().await;
 
     // A second tab stays on the site while the power-on runs.
     let mut site = browser.tab().await;
-    site.headers(json!({ "Authorization": format!("Bearer {VIEWER}") }))
-        .await;
+    site.bearer(VIEWER).await;
     site.goto(&format!("{}/", console.url)).await;
-    site.wait_for(
-        "document.getElementById('live-state').textContent.includes('live')",
-        Duration::from_secs(10),
-    )
-    .await;
+    site.until_live().await;
     site.eval("window.__flowMarker = 'site'").await;
 
     // A power-on from the CLI; the site marks the rack without a reload.
@@ -608,14 +593,9 @@ async fn a_page_catches_up_when_its_event_stream_comes_back() {
     let console = Console::start_on(&env.nats.url(), &listen);
     let browser = Browser::start();
     let mut tab = browser.tab().await;
-    tab.headers(json!({ "Authorization": format!("Bearer {VIEWER}") }))
-        .await;
+    tab.bearer(VIEWER).await;
     tab.goto(&format!("{}/tasks", console.url)).await;
-    tab.wait_for(
-        "document.getElementById('live-state').textContent.includes('live')",
-        Duration::from_secs(10),
-    )
-    .await;
+    tab.until_live().await;
     tab.eval("window.__flowMarker = 'tasks'").await;
     assert_eq!(
         tab.eval("document.querySelectorAll('tr[data-task]').length")
@@ -653,11 +633,7 @@ async fn a_page_catches_up_when_its_event_stream_comes_back() {
         Duration::from_secs(30),
     )
     .await;
-    tab.wait_for(
-        "document.getElementById('live-state').textContent.includes('live')",
-        Duration::from_secs(10),
-    )
-    .await;
+    tab.until_live().await;
     assert_eq!(tab.eval("window.__flowMarker").await, "tasks");
     drop(tab);
     drop(browser);

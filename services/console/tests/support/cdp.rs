@@ -249,6 +249,21 @@ impl Tab {
         }
     }
 
+    /// Waits until the page's live stream is open (its header says so).
+    pub async fn until_live(&mut self) {
+        self.wait_for(
+            "document.getElementById('live-state').textContent.includes('live')",
+            Duration::from_secs(10),
+        )
+        .await;
+    }
+
+    /// Sends `Authorization: Bearer <token>` with every request.
+    pub async fn bearer(&mut self, token: &str) {
+        self.headers(json!({ "Authorization": format!("Bearer {token}") }))
+            .await;
+    }
+
     /// A PNG of the page as shown.
     pub async fn screenshot(&mut self) -> Vec<u8> {
         let r = self
