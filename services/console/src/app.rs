@@ -449,7 +449,7 @@ async fn power_confirm(
         &Confirmation {
             what: &what,
             detail: &detail,
-            action: &format!("/racks/{}/power", record.name),
+            action: &format!("/racks/{}/power", record.id),
             fields: &[("op", &q.op)],
             back: "/",
         },

@@ -87,6 +87,20 @@ pub fn layout(
     }
 }
 
+/// A value for a URL's query string: every byte but ASCII letters, digits
+/// and `-._~` percent-encoded (rack names may hold spaces, `&`, `#`, `/`).
+pub fn query_value(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// A status as a coloured badge (`class="badge s-<status>"`).
 pub fn badge(status: &str) -> Markup {
     html! { span class={ "badge s-" (status) } { (status.replace('_', " ")) } }
@@ -184,6 +198,12 @@ mod tests {
         assert!(page.contains("&lt;script&gt; · Flow"), "{page}");
         assert!(page.contains("&lt;i&gt;"), "{page}");
         assert!(!page.contains("<i>"), "{page}");
+    }
+
+    #[test]
+    fn query_values_are_percent_encoded() {
+        assert_eq!(query_value("rack-01"), "rack-01");
+        assert_eq!(query_value("row B&c=d#x/é"), "row%20B%26c%3Dd%23x%2F%C3%A9");
     }
 
     #[test]

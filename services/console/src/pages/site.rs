@@ -106,8 +106,8 @@ fn tile(ctx: &Ctx, rack: &RackRecord, open: Option<&TaskSummary>, state_of: Stat
             footer {
                 (firmware_summary(rack))
                 @if open.is_none() {
-                    (action_link(ctx, &format!("/racks/{}/power?op=on", rack.name), "Power on"))
-                    (action_link(ctx, &format!("/racks/{}/power?op=off", rack.name), "Power off"))
+                    (action_link(ctx, &format!("/racks/{}/power?op=on", rack.id), "Power on"))
+                    (action_link(ctx, &format!("/racks/{}/power?op=off", rack.id), "Power off"))
                 }
             }
         }

@@ -69,7 +69,7 @@ pub fn render(ctx: &Ctx, task: &TaskRecord) -> Markup {
     }
     html! {
         section.toolbar {
-            h1 { (task.operation.as_str()) " on " a href={ "/tasks?rack=" (task.rack) } { (task.rack) } " " (badge(task.status.as_str())) }
+            h1 { (task.operation.as_str()) " on " a href={ "/tasks?rack=" (super::query_value(&task.rack)) } { (task.rack) } " " (badge(task.status.as_str())) }
             @if task.status.is_open() {
                 (action_link(ctx, &format!("/tasks/{}/cancel", task.id), "Cancel task"))
             }

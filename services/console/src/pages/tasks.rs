@@ -66,7 +66,7 @@ pub fn render(tasks: &[TaskSummary], filter: &Filter, looked_at: usize) -> Marku
                 @for t in &shown {
                     tr data-task=(t.id) {
                         td { a href={ "/tasks/" (t.id) } { code { (short_id(&t.id.to_string())) } } }
-                        td { a href={ "/tasks?rack=" (t.rack) } { (t.rack) } }
+                        td { a href={ "/tasks?rack=" (super::query_value(&t.rack)) } { (t.rack) } }
                         td { (t.operation.as_str()) }
                         td { (badge(t.status.as_str())) }
                         td { (t.current_stage.map(|s| s.to_string()).unwrap_or_default()) }
