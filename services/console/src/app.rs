@@ -18,12 +18,12 @@ use flow_protocol::api::{
 use flow_protocol::ids::{RackRef, TaskId};
 use flow_protocol::run::{RunAdvance, RunByRef, RunList, RunTargets};
 use flow_protocol::schedule::{ScheduleByRef, ScheduleList};
-use flow_rules::{OperationCode, PowerOperation};
 use futures::StreamExt;
 use maud::Markup;
 use serde::Deserialize;
 
 use crate::access::{Access, Denied, User};
+use crate::actions;
 use crate::live::{self, Topic};
 use crate::pages::confirm::Confirmation;
 use crate::pages::{self, Ctx, Section};
@@ -309,15 +309,27 @@ async fn task(
     ))
 }
 
-/// The fields of every action form.
+/// A form with only its CSRF token (a task's cancel).
 #[derive(Debug, Deserialize)]
-struct ActionForm {
+struct TokenForm {
     #[serde(default)]
     csrf: String,
+}
+
+/// An action form: its CSRF token and the action (`op` or `do`).
+#[derive(Debug, Deserialize)]
+struct ActionForm<A> {
     #[serde(default)]
-    op: String,
-    #[serde(rename = "do", default)]
-    act: String,
+    csrf: String,
+    #[serde(alias = "op", rename = "do")]
+    act: A,
+}
+
+/// An action's query (the confirmation page's address).
+#[derive(Debug, Deserialize)]
+struct ActionQuery<A> {
+    #[serde(alias = "op", rename = "do")]
+    act: A,
 }
 
 /// The access check of an action: operator, token, same origin.
@@ -325,14 +337,14 @@ fn may_act(
     state: &AppState,
     user: &User,
     headers: &HeaderMap,
-    form: &ActionForm,
+    csrf: &str,
 ) -> Result<(), PageError> {
     let h = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
     state
         .access
         .may_act(
             user,
-            &form.csrf,
+            csrf,
             h(header::ORIGIN),
             headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()),
             h(header::HOST),
@@ -394,10 +406,10 @@ async fn cancel(
     Extension(user): Extension<User>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    Form(form): Form<ActionForm>,
+    Form(form): Form<TokenForm>,
 ) -> PageResult {
     let id = task_id(&id)?;
-    may_act(&state, &user, &headers, &form)?;
+    may_act(&state, &user, &headers, &form.csrf)?;
     let reply = state
         .client
         .call::<endpoint::TaskCancel>(&TaskById { id })
@@ -406,39 +418,24 @@ async fn cancel(
     Ok(Redirect::to(&format!("/tasks/{id}")).into_response())
 }
 
-#[derive(Debug, Deserialize)]
-struct PowerQuery {
-    op: String,
-}
-
-fn power_operation(op: &str) -> Result<OperationCode, PageError> {
-    match op {
-        "on" => Ok(OperationCode::Power(PowerOperation::PowerOn)),
-        "off" => Ok(OperationCode::Power(PowerOperation::PowerOff)),
-        _ => Err(PageError::BadRequest(format!(
-            "op: {op:?} is not a power action (on, off)"
-        ))),
-    }
-}
-
 async fn power_confirm(
     State(state): State<AppState>,
     Extension(user): Extension<User>,
     headers: HeaderMap,
     Path(rack): Path<String>,
-    Query(q): Query<PowerQuery>,
+    Query(q): Query<ActionQuery<actions::Power>>,
 ) -> PageResult {
-    let op = power_operation(&q.op)?;
+    let op = q.act;
     let record = state
         .client
         .call::<endpoint::RackGet>(&RackByRef {
             rack: RackRef(rack.clone()),
         })
         .await?;
-    let what = format!("Power {} rack {}", q.op, record.name);
+    let what = format!("Power {} rack {}", op.as_str(), record.name);
     let detail = format!(
         "Runs the rack's {} rule on its {} components.",
-        op.as_str(),
+        op.operation().as_str(),
         record.components.len()
     );
     confirm_page(
@@ -450,7 +447,7 @@ async fn power_confirm(
             what: &what,
             detail: &detail,
             action: &format!("/racks/{}/power", record.id),
-            fields: &[("op", &q.op)],
+            fields: &[("op", op.as_str())],
             back: "/",
         },
     )
@@ -461,10 +458,10 @@ async fn power(
     Extension(user): Extension<User>,
     headers: HeaderMap,
     Path(rack): Path<String>,
-    Form(form): Form<ActionForm>,
+    Form(form): Form<ActionForm<actions::Power>>,
 ) -> PageResult {
-    may_act(&state, &user, &headers, &form)?;
-    let operation = power_operation(&form.op)?;
+    may_act(&state, &user, &headers, &form.csrf)?;
+    let operation = form.act.operation();
     let request = TaskSubmit {
         request_id: format!("console-{}", uuid::Uuid::new_v4()),
         racks: vec![RackRef(rack.clone())],
@@ -545,37 +542,18 @@ async fn run(
     ))
 }
 
-#[derive(Debug, Deserialize)]
-struct ActQuery {
-    #[serde(rename = "do")]
-    act: String,
-}
-
-fn run_action_text(act: &str) -> Result<&'static str, PageError> {
-    match act {
-        "pause" => Ok("No further task is submitted until it is resumed; open tasks run on."),
-        "resume" => Ok("The failures that tripped its gate are accepted and it goes on."),
-        "advance" => Ok("Its next phase starts."),
-        "cancel" => Ok("It stops for good and its open tasks are cancelled."),
-        _ => Err(PageError::BadRequest(format!(
-            "do: {act:?} is not a rollout action (pause, resume, advance, cancel)"
-        ))),
-    }
-}
-
 async fn run_confirm(
     State(state): State<AppState>,
     Extension(user): Extension<User>,
     headers: HeaderMap,
     Path(run): Path<String>,
-    Query(q): Query<ActQuery>,
+    Query(q): Query<ActionQuery<actions::Run>>,
 ) -> PageResult {
-    let detail = run_action_text(&q.act)?;
     let record = state
         .client
         .call::<endpoint::RunGet>(&RunByRef { run })
         .await?;
-    let what = format!("{} rollout {}", capitalise(&q.act), record.name);
+    let what = format!("{} rollout {}", q.act.verb(), record.name);
     confirm_page(
         &state,
         user,
@@ -583,9 +561,9 @@ async fn run_confirm(
         Section::Runs,
         &Confirmation {
             what: &what,
-            detail,
+            detail: q.act.detail(),
             action: &format!("/runs/{}/act", record.id),
-            fields: &[("do", &q.act)],
+            fields: &[("do", q.act.as_str())],
             back: &format!("/runs/{}", record.id),
         },
     )
@@ -596,15 +574,14 @@ async fn run_act(
     Extension(user): Extension<User>,
     headers: HeaderMap,
     Path(run): Path<String>,
-    Form(form): Form<ActionForm>,
+    Form(form): Form<ActionForm<actions::Run>>,
 ) -> PageResult {
-    may_act(&state, &user, &headers, &form)?;
-    run_action_text(&form.act)?;
+    may_act(&state, &user, &headers, &form.csrf)?;
     let by = RunByRef { run: run.clone() };
-    let record = match form.act.as_str() {
-        "pause" => state.client.call::<endpoint::RunPause>(&by).await?,
-        "resume" => state.client.call::<endpoint::RunResume>(&by).await?,
-        "advance" => {
+    let record = match form.act {
+        actions::Run::Pause => state.client.call::<endpoint::RunPause>(&by).await?,
+        actions::Run::Resume => state.client.call::<endpoint::RunResume>(&by).await?,
+        actions::Run::Advance => {
             state
                 .client
                 .call::<endpoint::RunAdvance>(&RunAdvance {
@@ -613,9 +590,9 @@ async fn run_act(
                 })
                 .await?
         }
-        _ => state.client.call::<endpoint::RunCancel>(&by).await?,
+        actions::Run::Cancel => state.client.call::<endpoint::RunCancel>(&by).await?,
     };
-    tracing::info!(user = %user.name, run = %record.name, action = %form.act, "rollout action from the console");
+    tracing::info!(user = %user.name, run = %record.name, action = form.act.as_str(), "rollout action from the console");
     Ok(Redirect::to(&format!("/runs/{}", record.id)).into_response())
 }
 
@@ -664,35 +641,18 @@ async fn schedule(
     ))
 }
 
-fn schedule_action_text(act: &str) -> Result<&'static str, PageError> {
-    match act {
-        "pause" => Ok("It stops firing until resumed; tasks it made run on."),
-        "resume" => Ok("It fires again, its next time counted from now."),
-        "trigger" => Ok("It fires once now, as if it were due."),
-        _ => Err(PageError::BadRequest(format!(
-            "do: {act:?} is not a schedule action (pause, resume, trigger)"
-        ))),
-    }
-}
-
 async fn schedule_confirm(
     State(state): State<AppState>,
     Extension(user): Extension<User>,
     headers: HeaderMap,
     Path(schedule): Path<String>,
-    Query(q): Query<ActQuery>,
+    Query(q): Query<ActionQuery<actions::Schedule>>,
 ) -> PageResult {
-    let detail = schedule_action_text(&q.act)?;
     let record = state
         .client
         .call::<endpoint::ScheduleGet>(&ScheduleByRef::new(schedule))
         .await?;
-    let verb = if q.act == "trigger" {
-        "Fire"
-    } else {
-        &capitalise(&q.act)
-    };
-    let what = format!("{verb} schedule {}", record.name);
+    let what = format!("{} schedule {}", q.act.verb(), record.name);
     confirm_page(
         &state,
         user,
@@ -700,9 +660,9 @@ async fn schedule_confirm(
         Section::Schedules,
         &Confirmation {
             what: &what,
-            detail,
+            detail: q.act.detail(),
             action: &format!("/schedules/{}/act", record.id),
-            fields: &[("do", &q.act)],
+            fields: &[("do", q.act.as_str())],
             back: &format!("/schedules/{}", record.id),
         },
     )
@@ -713,32 +673,23 @@ async fn schedule_act(
     Extension(user): Extension<User>,
     headers: HeaderMap,
     Path(schedule): Path<String>,
-    Form(form): Form<ActionForm>,
+    Form(form): Form<ActionForm<actions::Schedule>>,
 ) -> PageResult {
-    may_act(&state, &user, &headers, &form)?;
-    schedule_action_text(&form.act)?;
+    may_act(&state, &user, &headers, &form.csrf)?;
     let by = ScheduleByRef::new(schedule.clone());
-    match form.act.as_str() {
-        "pause" => {
+    match form.act {
+        actions::Schedule::Pause => {
             state.client.call::<endpoint::SchedulePause>(&by).await?;
         }
-        "resume" => {
+        actions::Schedule::Resume => {
             state.client.call::<endpoint::ScheduleResume>(&by).await?;
         }
-        _ => {
+        actions::Schedule::Trigger => {
             state.client.call::<endpoint::ScheduleTrigger>(&by).await?;
         }
     }
-    tracing::info!(user = %user.name, schedule = %schedule, action = %form.act, "schedule action from the console");
+    tracing::info!(user = %user.name, schedule = %schedule, action = form.act.as_str(), "schedule action from the console");
     Ok(Redirect::to(&format!("/schedules/{schedule}")).into_response())
-}
-
-fn capitalise(word: &str) -> String {
-    let mut chars = word.chars();
-    match chars.next() {
-        Some(c) => c.to_uppercase().chain(chars).collect(),
-        None => String::new(),
-    }
 }
 
 #[derive(Debug, Deserialize)]

@@ -10,6 +10,7 @@
 //! and a CSRF token ([`access`]). Rendering is pure ([`pages`]).
 
 pub mod access;
+pub mod actions;
 pub mod app;
 pub mod live;
 pub mod pages;

@@ -396,6 +396,34 @@ async fn the_site_shows_the_rack_and_a_power_on_from_the_cli_moves_the_bars_live
         json!(1)
     );
     screenshot(&mut tab, "schedules").await;
+    // The operator pauses it: its page, the link, the confirmation, paused.
+    tab.eval("document.querySelector('tr[data-schedule=\"nightly power-off\"] a').click()")
+        .await;
+    tab.wait_for(
+        "document.querySelector('.actions a.button') !== null",
+        Duration::from_secs(10),
+    )
+    .await;
+    tab.eval(
+        "[...document.querySelectorAll('a.button')].find(a => a.textContent === 'Pause').click()",
+    )
+    .await;
+    tab.wait_for(
+        "location.pathname.endsWith('/act') && document.querySelector('form.action') !== null",
+        Duration::from_secs(10),
+    )
+    .await;
+    tab.eval("document.querySelector('form.action button').click()")
+        .await;
+    tab.wait_for(
+        "document.querySelector('h1 .badge.s-paused') !== null",
+        Duration::from_secs(10),
+    )
+    .await;
+    let paused = env
+        .ok("schedule.get", json!({"schedule": "nightly power-off"}))
+        .await;
+    assert_eq!(paused["enabled"], false, "{paused}");
     tab.goto(&format!(
         "{}/runs/{}",
         console.url,
@@ -410,6 +438,7 @@ async fn the_site_shows_the_rack_and_a_power_on_from_the_cli_moves_the_bars_live
         "the gate's figure against its threshold"
     );
     screenshot(&mut tab, "rollout").await;
+
     drop(tab);
     drop(browser);
     drop(console);
