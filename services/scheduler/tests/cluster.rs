@@ -257,8 +257,18 @@ async fn a_stream_of_one_replica_is_raised_to_three_at_start_up() {
         .unwrap();
     assert_eq!(replicas(&stack.js, STREAM_JOBS).await, 1);
     stack.start_scheduler().await;
-    let mut s = stack.js.get_stream(STREAM_JOBS).await.unwrap();
-    let info = s.info().await.unwrap();
+    // While the update moves the stream onto three nodes, a read of it may
+    // find no leader for a moment (StreamNotFound): wait until it answers.
+    let js = stack.js.clone();
+    let info = flow_tests::eventually(Duration::from_secs(30), POLL, || {
+        let js = js.clone();
+        async move {
+            let mut s = js.get_stream(STREAM_JOBS).await.ok()?;
+            s.info().await.ok().cloned()
+        }
+    })
+    .await
+    .expect("FLOW_JOBS readable after the update");
     assert_eq!(info.config.num_replicas, 3);
     assert_eq!(
         info.state.messages, 1,
