@@ -352,6 +352,10 @@ impl BmcPool {
             .http
             .delete(url)
             .header("X-Auth-Token", session.token.expose())
+            // Not kept for reuse: nothing follows a logout, and thousands
+            // of pooled connections opened at shutdown cost the worker as
+            // much memory as its whole run (`docs/hardware.md`).
+            .header(reqwest::header::CONNECTION, "close")
             .send()
             .await;
         match sent {

@@ -38,11 +38,14 @@ pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// TCP/TLS connect limit.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// A kept-alive connection to a BMC is closed after this long unused. Long
-/// enough to span a step's verification polls (5 s apart in the built-in
-/// rules), short enough that a worker does not keep a connection open to
-/// every BMC it talked to in the last 90 s (the client's default): BMCs
-/// accept few connections, and a site has thousands of them.
-pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(20);
+/// enough to span a step's back-to-back calls and its verification polls
+/// (5 s apart in the built-in rules), no longer: a worker keeps one
+/// connection (and its buffers, ~22 KiB) per BMC it talked to within this
+/// time, and a probe such as `VerifyReachability` touches every tray of a
+/// rack once and is done. At 1,000 racks (35,000 BMCs, 4 workers) 20 s kept
+/// 8,000-9,000 sockets per worker and 223-261 MiB; 6 s keeps ~4,000 and
+/// 137-160 MiB (README, "Benchmarks"). BMCs accept few connections, too.
+pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// How the Redfish managers talk to BMCs.
 #[derive(Debug, Clone)]
