@@ -19,6 +19,7 @@
 
 mod api;
 mod cluster;
+mod cpu;
 mod drill;
 mod ideal;
 mod measure;
@@ -255,6 +256,8 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
             println!("{}", report::table(&reports));
             println!();
             println!("{}", report::usage_table(&reports));
+            println!();
+            println!("{}", report::cpu_table(&reports));
             println!();
             println!("{}", report::writes_table(&reports));
             if let Some(path) = &cli.tools.json {

@@ -92,6 +92,39 @@ pub fn usage_table(reports: &[Report]) -> String {
     t.to_string()
 }
 
+/// Where the CPU went between the first submission and the last task's
+/// end, one row per scenario (`services/bench/src/cpu.rs`).
+pub fn cpu_table(reports: &[Report]) -> String {
+    let mut t = Table::new();
+    t.load_preset(ASCII_MARKDOWN);
+    t.set_header([
+        "scenario",
+        "window s",
+        "cores busy",
+        "CPU s: scheduler",
+        "workers",
+        "simulator",
+        "nats-server",
+        "postgres",
+        "other",
+    ]);
+    for r in reports {
+        let c = &r.cpu;
+        t.add_row([
+            r.scenario.name.clone(),
+            f1(c.wall_s),
+            format!("{:.2} of {}", c.busy_cores, c.cores),
+            format!("{:.2}", c.scheduler_s),
+            format!("{:.2}", c.workers_s),
+            format!("{:.2}", c.simulator_s),
+            format!("{:.2}", c.nats_server_s),
+            format!("{:.2}", c.postgres_s),
+            format!("{:.2}", c.other_s),
+        ]);
+    }
+    t.to_string()
+}
+
 /// What each step job cost in writes, one row per scenario.
 pub fn writes_table(reports: &[Report]) -> String {
     let mut t = Table::new();

@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use crate::api;
 use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools};
+use crate::cpu::{CpuReading, CpuWindow};
 use crate::ideal::{Ideal, ideal};
 use crate::measure::{RawRate, Results, Spread, raw_jetstream, stage_advance};
 use crate::writes::Writes;
@@ -211,6 +212,8 @@ pub struct Report {
     pub writes: Writes,
     /// CPU and memory of each process.
     pub usage: ClusterUsage,
+    /// The machine's CPU from the first submission to the last task's end.
+    pub cpu: CpuWindow,
 }
 
 fn rule_yaml(which: &str) -> &'static str {
@@ -281,6 +284,7 @@ async fn measure(
         BTreeMap::new()
     };
     let before = cluster.writes_reading().await?;
+    let cpu_before = CpuReading::now(cluster);
     let started = Instant::now();
     let mut tasks = 0;
     for chunk in cluster.racks.chunks(50) {
@@ -306,6 +310,7 @@ async fn measure(
     let limit = ideal.total * 4 + Duration::from_secs(180);
     let statuses = wait_finished(cluster, tasks, limit).await?;
     let wall = started.elapsed();
+    let cpu = CpuWindow::between(&cpu_before, &CpuReading::now(cluster));
     // Let the last results arrive at the subscription.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let seen = results.snapshot();
@@ -366,6 +371,7 @@ async fn measure(
         jobs_vs_raw: jobs_per_s / raw.per_second,
         writes: Writes::between(&before, &after, step_jobs),
         usage: cluster.usage(),
+        cpu,
     })
 }
 

@@ -6,12 +6,14 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use flow_jetstream::{Source, consume, park};
+use flow_protocol::TaskId;
 use flow_protocol::jobs::{CONSUMER_SCHEDULER, ResultMessage, STREAM_RESULTS};
 use flow_telemetry::ErrorChain;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use flow_engine::lifecycle::Applied;
+use flow_store::stats::StepTiming;
 
 use crate::error::SchedulerError;
 use crate::service::TaskService;
@@ -31,11 +33,12 @@ pub const RESULTS_PER_BATCH: usize = 128;
 /// leaves the database mostly idle while a stage's results queue.
 pub const APPLIERS: usize = 4;
 
-/// A result handed to the applier, and where its outcome goes.
-type Pending = (
-    ResultMessage,
-    tokio::sync::oneshot::Sender<Result<Applied, SchedulerError>>,
-);
+/// What the applier answers for one result: its outcome and, once
+/// applied, the step's timing read after the commit (for the metrics).
+type Answer = (Result<Applied, SchedulerError>, Option<StepTiming>);
+
+/// A result handed to the applier, and where its answer goes.
+type Pending = (ResultMessage, tokio::sync::oneshot::Sender<Answer>);
 
 /// How long a result that could not be applied (the database failed) waits
 /// before it is delivered again.
@@ -80,8 +83,9 @@ impl TaskService {
 
     /// Applies the results handed to it: waits for one, takes every other
     /// one already waiting (up to [`RESULTS_PER_BATCH`]), applies them
-    /// together, and answers each. Several run at once, taking turns at
-    /// the queue.
+    /// together, pokes the outbox publisher (the next stages' jobs are
+    /// committed), reads the applied steps' timings in one query and
+    /// answers each. Several run at once, taking turns at the queue.
     async fn run_applier(
         &self,
         from_handlers: &tokio::sync::Mutex<tokio::sync::mpsc::Receiver<Pending>>,
@@ -104,8 +108,39 @@ impl TaskService {
                 elapsed_us = started.elapsed().as_micros() as u64,
                 "results applied together"
             );
+            let applied: Vec<(TaskId, u32)> = results
+                .iter()
+                .zip(&outcomes)
+                .filter(|(_, outcome)| outcome.is_ok())
+                .map(|(r, _)| (r.id.task, r.id.step_index))
+                .collect();
+            if !applied.is_empty() {
+                for (task, step) in &applied {
+                    tracing::debug!(task_id = %task, step, "result committed");
+                }
+                self.poke();
+            }
+            let mut timings = self.timings(&applied).await.into_iter();
             for (reply, outcome) in replies.into_iter().zip(outcomes) {
-                let _ = reply.send(outcome);
+                let timing = if outcome.is_ok() {
+                    timings.next().flatten()
+                } else {
+                    None
+                };
+                let _ = reply.send((outcome, timing));
+            }
+        }
+    }
+
+    /// The timings of applied steps, for the metrics (not on the critical
+    /// path: the outbox was poked before); all `None` when they cannot be
+    /// read now.
+    async fn timings(&self, steps: &[(TaskId, u32)]) -> Vec<Option<StepTiming>> {
+        match self.store.step_timings(steps).await {
+            Ok(timings) => timings,
+            Err(error) => {
+                tracing::warn!(error = %ErrorChain(&error), steps = steps.len(), "step timings not read");
+                vec![None; steps.len()]
             }
         }
     }
@@ -130,11 +165,13 @@ impl TaskService {
         );
         async {
             tracing::debug!("result received");
-            let (reply, outcome) = tokio::sync::oneshot::channel();
-            let applied = if applier.send((result.clone(), reply)).await.is_ok() {
-                outcome.await.unwrap_or_else(|_| Err(SchedulerError::Stopped))
+            let (reply, answer) = tokio::sync::oneshot::channel();
+            let (applied, timing) = if applier.send((result.clone(), reply)).await.is_ok() {
+                answer
+                    .await
+                    .unwrap_or_else(|_| (Err(SchedulerError::Stopped), None))
             } else {
-                Err(SchedulerError::Stopped)
+                (Err(SchedulerError::Stopped), None)
             };
             let applied = match applied {
                 Ok(applied) => applied,
@@ -153,22 +190,6 @@ impl TaskService {
                         .ack_with(jetstream::AckKind::Nak(Some(RESULT_RETRY)))
                         .await;
                     return;
-                }
-            };
-            // The outbox publisher goes first: the next stage's jobs are
-            // committed; the figures below are not on the critical path.
-            tracing::debug!("result committed");
-            self.poke();
-            // Read after the commit, for the log fields and the durations.
-            let timing = match self
-                .store
-                .step_timing(result.id.task, result.id.step_index)
-                .await
-            {
-                Ok(timing) => timing,
-                Err(error) => {
-                    tracing::warn!(error = %ErrorChain(&error), "step timing not read");
-                    None
                 }
             };
             if let Some(t) = &timing {

@@ -80,17 +80,18 @@ impl Store {
         })
     }
 
-    /// A step's timing, read after its result was applied. The stage is
-    /// reported by exactly one step: the last one to finish (by finish time,
-    /// then index) among those that completed or failed, once no step of the
-    /// stage is open, so that two schedulers applying the last two results
-    /// of a stage do not both count it.
-    pub async fn step_timing(
+    /// Steps' timings, read after their results were applied: one round
+    /// trip for all, `None` for a step that does not exist, in the order
+    /// asked. The stage is reported by exactly one step: the last one to
+    /// finish (by finish time, then index) among those that completed or
+    /// failed, once no step of the stage is open, so that two schedulers
+    /// applying the last two results of a stage do not both count it.
+    pub async fn step_timings(
         &self,
-        task: TaskId,
-        step_index: u32,
-    ) -> Result<Option<StepTiming>, StoreError> {
+        steps: &[(TaskId, u32)],
+    ) -> Result<Vec<Option<StepTiming>>, StoreError> {
         type Row = (
+            i64,
             String,
             i32,
             String,
@@ -100,8 +101,16 @@ impl Store {
             Option<f64>,
             Vec<String>,
         );
-        let row: Option<Row> = sqlx::query_as(
-            "SELECT t.rack_name, s.stage, s.component_type, s.status, \
+        if steps.is_empty() {
+            return Ok(Vec::new());
+        }
+        let tasks: Vec<uuid::Uuid> = steps.iter().map(|(t, _)| t.as_uuid()).collect();
+        let indexes: Vec<i32> = steps
+            .iter()
+            .map(|(_, i)| i32::try_from(*i).unwrap_or(-1))
+            .collect();
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT k.ord, t.rack_name, s.stage, s.component_type, s.status, \
                EXTRACT(EPOCH FROM (s.finished_at - s.started_at))::float8, \
                NOT EXISTS (SELECT 1 FROM task_steps o WHERE o.task_id = s.task_id AND o.stage = s.stage \
                    AND (o.status = ANY($3) \
@@ -111,39 +120,46 @@ impl Store {
                   FROM task_steps o WHERE o.task_id = s.task_id AND o.stage = s.stage AND o.started_at IS NOT NULL), \
                (SELECT COALESCE(array_agg(o.status), '{}') \
                   FROM task_steps o WHERE o.task_id = s.task_id AND o.stage = s.stage) \
-             FROM task_steps s JOIN tasks t ON t.id = s.task_id \
-             WHERE s.task_id = $1 AND s.step_index = $2",
+             FROM unnest($1::uuid[], $2::int4[]) WITH ORDINALITY AS k(task_id, step_index, ord) \
+             JOIN task_steps s ON s.task_id = k.task_id AND s.step_index = k.step_index \
+             JOIN tasks t ON t.id = s.task_id",
         )
-        .bind(task.as_uuid())
-        .bind(i32::try_from(step_index).unwrap_or(-1))
+        .bind(&tasks)
+        .bind(&indexes)
         .bind(names(&[StepStatus::Pending, StepStatus::Running]))
         .bind(names(&[StepStatus::Completed, StepStatus::Failed]))
-        .fetch_optional(self.pool())
+        .fetch_all(self.pool())
         .await?;
-        let Some((rack, stage, component_type, status, seconds, last, stage_seconds, stage_steps)) =
-            row
-        else {
-            return Ok(None);
-        };
-        let what = format!("step {step_index} of task {task}");
-        let status: StepStatus = status.parse().map_err(|e| corrupt(&what, e))?;
-        let stage_steps = stage_steps
-            .iter()
-            .map(|s| s.parse::<StepStatus>())
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| corrupt(&what, e))?;
-        Ok(Some(StepTiming {
-            rack,
-            stage: u32::try_from(stage).unwrap_or(0),
-            component_type: component_type
-                .parse()
-                .map_err(|e: flow_rules::UnknownComponentType| corrupt(&what, e))?,
-            status,
-            seconds,
-            stage_finished: match (status.is_finished() && last, stage_seconds) {
-                (true, Some(s)) => Some((StageStatus::of(stage_steps), s)),
-                _ => None,
-            },
-        }))
+        let mut timings: Vec<Option<StepTiming>> = vec![None; steps.len()];
+        for (ord, rack, stage, component_type, status, seconds, last, stage_seconds, stage_steps) in
+            rows
+        {
+            // WITH ORDINALITY counts from 1.
+            let Some(i) = usize::try_from(ord - 1).ok().filter(|i| *i < steps.len()) else {
+                continue;
+            };
+            let (task, step_index) = steps[i];
+            let what = format!("step {step_index} of task {task}");
+            let status: StepStatus = status.parse().map_err(|e| corrupt(&what, e))?;
+            let stage_steps = stage_steps
+                .iter()
+                .map(|s| s.parse::<StepStatus>())
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| corrupt(&what, e))?;
+            timings[i] = Some(StepTiming {
+                rack,
+                stage: u32::try_from(stage).unwrap_or(0),
+                component_type: component_type
+                    .parse()
+                    .map_err(|e: flow_rules::UnknownComponentType| corrupt(&what, e))?,
+                status,
+                seconds,
+                stage_finished: match (status.is_finished() && last, stage_seconds) {
+                    (true, Some(s)) => Some((StageStatus::of(stage_steps), s)),
+                    _ => None,
+                },
+            });
+        }
+        Ok(timings)
     }
 }

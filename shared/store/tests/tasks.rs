@@ -12,7 +12,7 @@ use flow_protocol::api::{ResolveReply, RuleSource};
 use flow_protocol::jobs::ComponentTarget;
 use flow_protocol::rack::RackSpec;
 use flow_protocol::{RackId, StepStatus, TaskId, TaskStatus};
-use flow_rules::{OperationCode, RuleDefinition};
+use flow_rules::{ComponentType, OperationCode, RuleDefinition};
 use flow_store::tasks::{NewTask, Origin};
 use flow_store::{Store, StoreError};
 use flow_tests::TestDb;
@@ -394,4 +394,51 @@ async fn saves_written_together_are_still_a_compare_and_set() {
     );
     let record = env.store.task_record(a.id).await.unwrap();
     assert_ne!(record.steps[0].status, StepStatus::Completed);
+}
+
+#[tokio::test]
+async fn step_timings_are_read_together_in_the_order_asked() {
+    let env = Env::new().await;
+    let (state, _) = env.submit("r1", Admission::Start).await;
+    // Step 0 (stage 1, the only step of its stage) finishes 1.5 s after it
+    // started.
+    let mut tx = env.store.begin_tasks().await.unwrap();
+    let before = tx.lock(state.id).await.unwrap().unwrap();
+    let mut done = before.clone();
+    let started = done.steps[0]
+        .started_ms
+        .expect("a running step has started");
+    done.steps[0].status = StepStatus::Completed;
+    done.steps[0].finished_ms = Some(started + 1_500);
+    tx.save(&before, &done).await.unwrap();
+    tx.commit().await.unwrap();
+
+    let timings = env
+        .store
+        .step_timings(&[(state.id, 2), (TaskId::new(), 0), (state.id, 0)])
+        .await
+        .unwrap();
+    assert_eq!(timings.len(), 3);
+    // Asked first: the compute step, not started, its stage not over.
+    let compute = timings[0].as_ref().expect("step 2 exists");
+    assert_eq!(
+        (compute.stage, compute.component_type, compute.status),
+        (3, ComponentType::Compute, StepStatus::Pending)
+    );
+    assert_eq!(compute.stage_finished, None);
+    // A step of no task: nothing.
+    assert_eq!(timings[1], None);
+    // The finished shelf step: its length, and its stage closed by it.
+    let shelf = timings[2].as_ref().expect("step 0 exists");
+    assert_eq!(shelf.rack, "rack-01");
+    assert_eq!(
+        (shelf.stage, shelf.component_type, shelf.status),
+        (1, ComponentType::PowerShelf, StepStatus::Completed)
+    );
+    let seconds = shelf.seconds.expect("started and finished");
+    assert!((seconds - 1.5).abs() < 0.01, "{seconds}");
+    let (stage_status, stage_seconds) = shelf.stage_finished.expect("its stage is over");
+    assert_eq!(stage_status, flow_protocol::StageStatus::Completed);
+    assert!((stage_seconds - 1.5).abs() < 0.01, "{stage_seconds}");
+    assert!(env.store.step_timings(&[]).await.unwrap().is_empty());
 }
