@@ -43,6 +43,10 @@ struct Args {
     /// Redfish requests in flight at once at one BMC.
     #[arg(long, env = "FLOW_BMC_MAX_REQUESTS", default_value_t = flow_redfish::DEFAULT_MAX_CONCURRENT_PER_BMC)]
     max_requests_per_bmc: usize,
+    /// Seconds a kept-alive BMC connection may stay unused before it is
+    /// closed (each costs the worker ~22 KiB and the BMC a connection).
+    #[arg(long, env = "FLOW_BMC_IDLE_SECONDS", default_value_t = flow_redfish::IDLE_CONNECTION_TIMEOUT.as_secs_f64())]
+    bmc_idle_seconds: f64,
     /// Extra CA certificates (PEM) for BMC TLS.
     #[arg(long, env = "FLOW_BMC_CA_FILE")]
     bmc_ca_file: Option<PathBuf>,
@@ -95,12 +99,19 @@ async fn main() -> anyhow::Result<()> {
     if args.max_jobs == 0 || args.max_requests == 0 || args.max_requests_per_bmc == 0 {
         anyhow::bail!("--max-jobs, --max-requests and --max-requests-per-bmc must be at least 1");
     }
+    if !(args.bmc_idle_seconds.is_finite() && args.bmc_idle_seconds > 0.0) {
+        anyhow::bail!(
+            "--bmc-idle-seconds (FLOW_BMC_IDLE_SECONDS): a positive number of seconds, not {}",
+            args.bmc_idle_seconds
+        );
+    }
     let redfish = RedfishSettings {
         max_concurrent_per_bmc: args.max_requests_per_bmc,
         max_requests: flow_redfish::RequestCap::new(args.max_requests),
         ca_file: args.bmc_ca_file,
         insecure: args.bmc_insecure,
         events: args.bmc_events == "on",
+        idle_connection_timeout: std::time::Duration::from_secs_f64(args.bmc_idle_seconds),
         ..RedfishSettings::default()
     };
     let lifecycle = match &args.lifecycle_url {

@@ -63,6 +63,9 @@ pub struct RedfishSettings {
     pub ca_file: Option<PathBuf>,
     /// Skip TLS verification (labs only; off by default).
     pub insecure: bool,
+    /// A kept-alive connection unused this long is closed
+    /// ([`IDLE_CONNECTION_TIMEOUT`] unless set).
+    pub idle_connection_timeout: Duration,
     /// Follow BMCs' event streams (SSE) so that a verification polls when
     /// an event comes (`shared/redfish/src/events.rs`); polling only when
     /// off.
@@ -76,6 +79,7 @@ impl Default for RedfishSettings {
             max_requests: RequestCap::new(DEFAULT_MAX_REQUESTS),
             request_timeout: DEFAULT_REQUEST_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            idle_connection_timeout: IDLE_CONNECTION_TIMEOUT,
             ca_file: None,
             insecure: false,
             events: true,
@@ -91,7 +95,7 @@ impl RedfishSettings {
             .use_rustls_tls()
             .timeout(self.request_timeout)
             .connect_timeout(self.connect_timeout)
-            .pool_idle_timeout(IDLE_CONNECTION_TIMEOUT)
+            .pool_idle_timeout(self.idle_connection_timeout)
             .pool_max_idle_per_host(self.max_concurrent_per_bmc.max(1))
             .redirect(conn::redirect_policy())
             .user_agent(concat!("flow/", env!("CARGO_PKG_VERSION")));
