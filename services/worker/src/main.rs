@@ -99,19 +99,22 @@ async fn main() -> anyhow::Result<()> {
     if args.max_jobs == 0 || args.max_requests == 0 || args.max_requests_per_bmc == 0 {
         anyhow::bail!("--max-jobs, --max-requests and --max-requests-per-bmc must be at least 1");
     }
-    if !(args.bmc_idle_seconds.is_finite() && args.bmc_idle_seconds > 0.0) {
-        anyhow::bail!(
-            "--bmc-idle-seconds (FLOW_BMC_IDLE_SECONDS): a positive number of seconds, not {}",
-            args.bmc_idle_seconds
-        );
-    }
+    let bmc_idle = std::time::Duration::try_from_secs_f64(args.bmc_idle_seconds)
+        .ok()
+        .filter(|d| !d.is_zero())
+        .ok_or_else(|| {
+            anyhow::anyhow!(
+                "--bmc-idle-seconds (FLOW_BMC_IDLE_SECONDS): a positive number of seconds, not {}",
+                args.bmc_idle_seconds
+            )
+        })?;
     let redfish = RedfishSettings {
         max_concurrent_per_bmc: args.max_requests_per_bmc,
         max_requests: flow_redfish::RequestCap::new(args.max_requests),
         ca_file: args.bmc_ca_file,
         insecure: args.bmc_insecure,
         events: args.bmc_events == "on",
-        idle_connection_timeout: std::time::Duration::from_secs_f64(args.bmc_idle_seconds),
+        idle_connection_timeout: bmc_idle,
         ..RedfishSettings::default()
     };
     let lifecycle = match &args.lifecycle_url {

@@ -354,7 +354,7 @@ impl BmcPool {
             .header("X-Auth-Token", session.token.expose())
             // Not kept for reuse: nothing follows a logout, and thousands
             // of pooled connections opened at shutdown cost the worker as
-            // much memory as its whole run (`docs/hardware.md`).
+            // much memory as its whole run (README, "Benchmarks").
             .header(reqwest::header::CONNECTION, "close")
             .send()
             .await;
