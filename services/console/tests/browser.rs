@@ -159,6 +159,23 @@ async fn screenshot(tab: &mut Tab, name: &str) {
     std::fs::write(screenshots_dir().join(format!("{name}.png")), png).unwrap();
 }
 
+/// Starts an action the way an operator does: `click` (JavaScript) opens
+/// its confirmation page (a path ending in `confirm_path`, with the action's
+/// form), the form is submitted, and the page it lands on satisfies `landed`.
+async fn confirm_action(tab: &mut Tab, click: &str, confirm_path: &str, landed: &str) {
+    tab.eval(click).await;
+    tab.wait_for(
+        &format!(
+            "location.pathname.endsWith('{confirm_path}') && document.querySelector('form.action') !== null"
+        ),
+        Duration::from_secs(10),
+    )
+    .await;
+    tab.eval("document.querySelector('form.action button').click()")
+        .await;
+    tab.wait_for(landed, Duration::from_secs(10)).await;
+}
+
 async fn nvl72() -> Stack {
     Stack::builder()
         .simulator(SimConfig {
@@ -404,20 +421,11 @@ async fn the_site_shows_the_rack_and_a_power_on_from_the_cli_moves_the_bars_live
         Duration::from_secs(10),
     )
     .await;
-    tab.eval(
+    confirm_action(
+        &mut tab,
         "[...document.querySelectorAll('a.button')].find(a => a.textContent === 'Pause').click()",
-    )
-    .await;
-    tab.wait_for(
-        "location.pathname.endsWith('/act') && document.querySelector('form.action') !== null",
-        Duration::from_secs(10),
-    )
-    .await;
-    tab.eval("document.querySelector('form.action button').click()")
-        .await;
-    tab.wait_for(
+        "/act",
         "document.querySelector('h1 .badge.s-paused') !== null",
-        Duration::from_secs(10),
     )
     .await;
     let paused = env
@@ -573,18 +581,11 @@ async fn actions_need_an_operator_this_consoles_token_and_its_origin() {
     let mut tab = browser.tab().await;
     tab.headers(json!({ "Authorization": bearer_op })).await;
     tab.goto(&format!("{base}/")).await;
-    tab.eval("document.querySelector('[data-rack=\"rack-01\"] a.button[href$=\"op=on\"]').click()")
-        .await;
-    tab.wait_for(
-        "location.pathname.endsWith('/power') && document.querySelector('form.action') !== null",
-        Duration::from_secs(10),
-    )
-    .await;
-    tab.eval("document.querySelector('form.action button').click()")
-        .await;
-    tab.wait_for(
+    confirm_action(
+        &mut tab,
+        "document.querySelector('[data-rack=\"rack-01\"] a.button[href$=\"op=on\"]').click()",
+        "/power",
         "location.pathname.startsWith('/tasks/') && document.querySelector('dl.facts') !== null",
-        Duration::from_secs(10),
     )
     .await;
     let tasks = env.ok("task.list", json!({})).await;
