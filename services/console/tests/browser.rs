@@ -176,6 +176,22 @@ async fn confirm_action(tab: &mut Tab, click: &str, confirm_path: &str, landed: 
     tab.wait_for(landed, Duration::from_secs(10)).await;
 }
 
+/// A rack of four components (2 compute, 1 switch, 1 shelf) at 1/20 of
+/// real time, one worker.
+async fn small_rack() -> Stack {
+    Stack::builder()
+        .simulator(SimConfig {
+            time_scale: 0.05,
+            compute: 2,
+            nvswitch: 1,
+            powershelf: 1,
+            ..SimConfig::default()
+        })
+        .workers(1)
+        .start()
+        .await
+}
+
 async fn nvl72() -> Stack {
     Stack::builder()
         .simulator(SimConfig {
@@ -468,17 +484,7 @@ async fn post(url: &str, body: &str, headers: &[(&str, &str)]) -> (u16, String) 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn actions_need_an_operator_this_consoles_token_and_its_origin() {
-    let env = Stack::builder()
-        .simulator(SimConfig {
-            time_scale: 0.05,
-            compute: 2,
-            nvswitch: 1,
-            powershelf: 1,
-            ..SimConfig::default()
-        })
-        .workers(1)
-        .start()
-        .await;
+    let env = small_rack().await;
     let console = Console::start(&env.nats.url());
     let http = reqwest::Client::new();
     let base = &console.url;
@@ -603,17 +609,7 @@ async fn actions_need_an_operator_this_consoles_token_and_its_origin() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_page_catches_up_when_its_event_stream_comes_back() {
-    let env = Stack::builder()
-        .simulator(SimConfig {
-            time_scale: 0.05,
-            compute: 2,
-            nvswitch: 1,
-            powershelf: 1,
-            ..SimConfig::default()
-        })
-        .workers(1)
-        .start()
-        .await;
+    let env = small_rack().await;
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
