@@ -398,6 +398,12 @@ impl Cluster {
             http,
         };
         cluster.wait_api().await?;
+        let settled = cluster.wait_workers(spec.workers).await?;
+        tracing::info!(
+            workers = spec.workers,
+            settled_ms = settled.as_millis() as u64,
+            "the workers divided the job partitions"
+        );
         // Racks in parallel, a few at a time.
         let nats = cluster.nats.clone();
         let results: Vec<anyhow::Result<()>> = futures::stream::iter(cluster.racks.clone())
@@ -412,6 +418,43 @@ impl Cluster {
             r?;
         }
         Ok(cluster)
+    }
+
+    /// Waits until the workers have divided the job partitions: `n` keys in
+    /// the `flow_workers` bucket and one pull waiting on each partition's
+    /// consumer, still so a whole fetch later (a pull given up on lasts
+    /// until its fetch ends, `PULL_EXPIRES` in
+    /// `services/worker/src/pull.rs`). A site's workers run long before its
+    /// tasks; a scenario measures them settled.
+    pub async fn wait_workers(&self, n: usize) -> anyhow::Result<Duration> {
+        const STEADY: Duration = Duration::from_millis(2500);
+        let start = Instant::now();
+        if n == 0 {
+            return Ok(Duration::ZERO);
+        }
+        let js = async_nats::jetstream::new(self.nats.clone());
+        let mut since: Option<Instant> = None;
+        let mut last = None;
+        while start.elapsed() < START_TIMEOUT {
+            let division = worker_division(&js).await;
+            let settled = division
+                .as_ref()
+                .is_some_and(|(members, waiting)| *members == n && waiting.iter().all(|&w| w == 1));
+            if settled {
+                let at = *since.get_or_insert_with(Instant::now);
+                if at.elapsed() >= STEADY {
+                    return Ok(start.elapsed());
+                }
+            } else {
+                since = None;
+            }
+            last = division;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bail!(
+            "the {n} workers did not divide the job partitions within {START_TIMEOUT:?} \
+             (members, waiting pulls per partition: {last:?})"
+        )
     }
 
     /// Waits until `flow.api` answers (after a start or a restart).
@@ -626,6 +669,31 @@ async fn wait_http(http: &reqwest::Client, url: &str, what: &str) -> anyhow::Res
     } else {
         bail!("{what} did not become healthy at {url} within {START_TIMEOUT:?}")
     }
+}
+
+/// The keys in the `flow_workers` bucket and the pulls waiting on each
+/// partition's consumer (`None`: not readable now).
+async fn worker_division(js: &async_nats::jetstream::Context) -> Option<(usize, Vec<usize>)> {
+    use flow_protocol::partition::{BUCKET_WORKERS, Partition};
+    use futures::StreamExt;
+    let bucket = js.get_key_value(BUCKET_WORKERS).await.ok()?;
+    let keys: Vec<String> = bucket
+        .keys()
+        .await
+        .ok()?
+        .filter_map(|k| async { k.ok() })
+        .collect()
+        .await;
+    let stream = js.get_stream(flow_protocol::jobs::STREAM_JOBS).await.ok()?;
+    let mut waiting = Vec::new();
+    for partition in Partition::all() {
+        let mut consumer = stream
+            .get_consumer::<async_nats::jetstream::consumer::pull::Config>(&partition.consumer())
+            .await
+            .ok()?;
+        waiting.push(consumer.info().await.ok()?.num_waiting);
+    }
+    Some((keys.len(), waiting))
 }
 
 /// Polls `cond` every 100 ms until it holds or `limit` passes.

@@ -9,6 +9,10 @@ fn f1(x: f64) -> String {
     format!("{x:.1}")
 }
 
+fn f2(x: f64) -> String {
+    format!("{x:.2}")
+}
+
 /// The summary table, one row per scenario.
 pub fn table(reports: &[Report]) -> String {
     let mut t = Table::new();
@@ -133,7 +137,7 @@ pub fn writes_table(reports: &[Report]) -> String {
         "scenario",
         "step jobs",
         "JS writes/job",
-        "of which: jobs, results, events, KV",
+        "of which: jobs, results, events, checkpoints, membership",
         "acks+naks/job",
         "PG commits/job",
         "PG rows/job",
@@ -149,11 +153,12 @@ pub fn writes_table(reports: &[Report]) -> String {
             w.step_jobs.to_string(),
             f1(w.js_writes_per_job),
             format!(
-                "{} / {} / {} / {}",
+                "{} / {} / {} / {} / {}",
                 f1(per("FLOW_JOBS")),
                 f1(per("FLOW_RESULTS")),
                 f1(per("FLOW_EVENTS")),
-                f1(per("KV_flow_job_state"))
+                f1(per("KV_flow_job_state")),
+                f2(per("KV_flow_workers"))
             ),
             f1(w.js_acks_per_job),
             f1(w.pg_commits_per_job),

@@ -120,6 +120,10 @@ fn jetstream_counts(jsz: &serde_json::Value) -> Reading {
             let last = stream["state"]["last_seq"].as_u64().unwrap_or(0);
             *reading.appended.entry(name.to_owned()).or_default() += last;
             for consumer in stream["consumer_detail"].as_array().into_iter().flatten() {
+                // A watch (an ordered consumer) is never acknowledged.
+                if consumer["config"]["ack_policy"] == "none" {
+                    continue;
+                }
                 let cname = consumer["name"].as_str().unwrap_or("?");
                 let delivered = consumer["delivered"]["consumer_seq"].as_u64().unwrap_or(0);
                 *reading
@@ -163,6 +167,9 @@ mod tests {
         let jsz = serde_json::json!({"account_details": [{"stream_detail": [
             {"name": "FLOW_JOBS", "state": {"last_seq": 30},
              "consumer_detail": [{"name": "flow-workers", "delivered": {"consumer_seq": 45}}]},
+            {"name": "KV_flow_workers", "state": {"last_seq": 7},
+             "consumer_detail": [{"name": "watch", "config": {"ack_policy": "none"},
+                                  "delivered": {"consumer_seq": 28}}]},
             {"name": "KV_flow_job_state", "state": {"last_seq": 60}}
         ]}]});
         let after = Reading {
@@ -180,7 +187,11 @@ mod tests {
         assert_eq!(w.appended["FLOW_JOBS"], 20);
         assert_eq!(w.appended["KV_flow_job_state"], 60);
         assert_eq!(w.delivered["FLOW_JOBS/flow-workers"], 45);
-        assert!((w.js_writes_per_job - 4.0).abs() < 1e-9);
+        assert!(
+            !w.delivered.contains_key("KV_flow_workers/watch"),
+            "a watch acks nothing"
+        );
+        assert!((w.js_writes_per_job - 4.35).abs() < 1e-9);
         assert!((w.js_acks_per_job - 2.25).abs() < 1e-9);
         assert!((w.pg_commits_per_job - 5.0).abs() < 1e-9);
         assert!((w.pg_rows_per_job - 2.5).abs() < 1e-9);

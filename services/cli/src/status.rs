@@ -17,6 +17,38 @@ fn str_of(v: &Value) -> String {
     }
 }
 
+/// A consumer's figures, with those of its partitions (`<name>-<n>`, the
+/// jobs' consumers) added in.
+#[derive(Default)]
+struct ConsumerSum {
+    consumers: usize,
+    pending: u64,
+    in_flight: usize,
+    redelivered: usize,
+    waiting: usize,
+}
+
+async fn consumer_sum(
+    stream: &async_nats::jetstream::stream::Stream,
+    name: &str,
+) -> Option<ConsumerSum> {
+    use futures::StreamExt;
+    let mut sum = ConsumerSum::default();
+    let mut list = stream.consumers();
+    let partition_prefix = format!("{name}-");
+    while let Some(info) = list.next().await {
+        let info = info.ok()?;
+        if info.name == name || info.name.starts_with(&partition_prefix) {
+            sum.consumers += 1;
+            sum.pending += info.num_pending;
+            sum.in_flight += info.num_ack_pending;
+            sum.redelivered += info.num_redelivered;
+            sum.waiting += info.num_waiting;
+        }
+    }
+    (sum.consumers > 0).then_some(sum)
+}
+
 /// `flow status`: stream depths, replicas (how many have caught up) and
 /// leaders, consumer lag and redeliveries, pull requests waiting (idle
 /// workers), and tasks by status.
@@ -52,16 +84,18 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
                         }
                     }
                     if let Some(c) = consumer
-                        && let Ok(mut consumer) = stream
-                            .get_consumer::<async_nats::jetstream::consumer::pull::Config>(c)
-                            .await
-                        && let Ok(info) = consumer.info().await
+                        && let Some(sum) = consumer_sum(&stream, c).await
                     {
                         entry["consumer"] = json!(c);
-                        entry["pending"] = json!(info.num_pending);
-                        entry["in_flight"] = json!(info.num_ack_pending);
-                        entry["redelivered"] = json!(info.num_redelivered);
-                        entry["waiting_pulls"] = json!(info.num_waiting);
+                        entry["pending"] = json!(sum.pending);
+                        entry["in_flight"] = json!(sum.in_flight);
+                        entry["redelivered"] = json!(sum.redelivered);
+                        entry["waiting_pulls"] = json!(sum.waiting);
+                        if sum.consumers > 1 {
+                            // The jobs' partitions (flow-workers-<n>) are
+                            // summed under flow-workers.
+                            entry["consumers"] = json!(sum.consumers);
+                        }
                     }
                 }
                 Err(_) => entry["missing"] = json!(true),

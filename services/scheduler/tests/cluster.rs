@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use flow_protocol::jobs::{BUCKET_JOB_STATE, CONSUMER_WORKERS, STREAM_JOBS, STREAM_RESULTS};
+use flow_protocol::partition::{BUCKET_WORKERS, Partition};
 use flow_rack_sim::{InitialPower, SimConfig};
 use flow_testenv::{POLL, Stack};
 use serde_json::{Value, json};
@@ -106,6 +107,7 @@ async fn tasks_complete_while_the_node_leading_the_jobs_is_killed() {
         STREAM_JOBS,
         STREAM_RESULTS,
         &format!("KV_{BUCKET_JOB_STATE}"),
+        &format!("KV_{BUCKET_WORKERS}"),
     ] {
         let mut s = stack.js.get_stream(stream).await.unwrap();
         assert_eq!(s.info().await.unwrap().config.num_replicas, 3, "{stream}");
@@ -115,20 +117,20 @@ async fn tasks_complete_while_the_node_leading_the_jobs_is_killed() {
             "{stream} on every node"
         );
     }
-    let mut consumer = stack
-        .js
-        .get_consumer_from_stream::<jetstream::consumer::pull::Config, _, _>(
-            CONSUMER_WORKERS,
-            STREAM_JOBS,
-        )
-        .await
-        .unwrap();
-    let info = consumer.info().await.unwrap();
-    let followers = info.cluster.as_ref().map_or(0, |c| c.replicas.len());
-    assert_eq!(
-        followers, 2,
-        "the workers' consumer is replicated too: {info:?}"
-    );
+    let last_partition = Partition::all().last().unwrap().consumer();
+    for name in [CONSUMER_WORKERS, &last_partition] {
+        let mut consumer = stack
+            .js
+            .get_consumer_from_stream::<jetstream::consumer::pull::Config, _, _>(name, STREAM_JOBS)
+            .await
+            .unwrap();
+        let info = consumer.info().await.unwrap();
+        let followers = info.cluster.as_ref().map_or(0, |c| c.replicas.len());
+        assert_eq!(
+            followers, 2,
+            "the workers' consumer {name} is replicated too: {info:?}"
+        );
+    }
 
     for (code, expected) in [("power_on", "on"), ("power_off", "off")] {
         stack

@@ -450,21 +450,14 @@ async fn a_step_failed_past_its_deadline_while_nats_is_down_is_still_stopped() {
     tokio::task::block_in_place(|| env.nats.start_again());
     // The worker acknowledges the job only when it stops (the mark reached
     // it) or after its 60 s Sleep and the power commands: wait for the
-    // jobs consumer to hold nothing, well before the Sleep could end.
+    // jobs stream to hold nothing (a work queue: a job acknowledged is
+    // gone), well before the Sleep could end.
     let js = async_nats::jetstream::new(env.client.clone());
     let deadline = Instant::now() + Duration::from_secs(40);
     loop {
         let idle = match js.get_stream(flow_protocol::jobs::STREAM_JOBS).await {
-            Ok(stream) => match stream
-                .get_consumer::<async_nats::jetstream::consumer::pull::Config>(
-                    flow_protocol::jobs::CONSUMER_WORKERS,
-                )
-                .await
-            {
-                Ok(mut consumer) => match consumer.info().await {
-                    Ok(info) => info.num_pending == 0 && info.num_ack_pending == 0,
-                    Err(_) => false,
-                },
+            Ok(mut stream) => match stream.info().await {
+                Ok(info) => info.state.messages == 0,
                 Err(_) => false,
             },
             Err(_) => false,
@@ -482,17 +475,12 @@ async fn a_step_failed_past_its_deadline_while_nats_is_down_is_still_stopped() {
                 .get_stream(flow_protocol::jobs::STREAM_JOBS)
                 .await
                 .unwrap()
-                .get_consumer::<async_nats::jetstream::consumer::pull::Config>(
-                    flow_protocol::jobs::CONSUMER_WORKERS,
-                )
-                .await
-                .unwrap()
                 .info()
                 .await
                 .unwrap()
                 .clone();
             panic!(
-                "the worker never stopped the failed task's step; outbox {outbox:?}; consumer {info:?}"
+                "the worker never stopped the failed task's step; outbox {outbox:?}; jobs stream {info:?}"
             );
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -11,6 +11,10 @@ use crate::metrics::WorkerMetrics;
 /// read or written now (its checkpoint, its result).
 pub const RETRY_DELAY: Duration = Duration::from_secs(1);
 
+/// How long a job that arrived without a free slot waits before it comes
+/// back: straight back, the fetch it came on would take it again.
+pub const NO_SLOT_DELAY: Duration = Duration::from_millis(250);
+
 /// What becomes of a delivered job.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Disposition {
@@ -19,8 +23,11 @@ pub enum Disposition {
     /// A durable wait (a Sleep, a poll interval, a backoff): its checkpoint
     /// is saved; any worker takes it up again after this delay.
     WaitFor(Duration),
-    /// This worker stops or has no free slot: another worker, at once.
+    /// This worker stops: another worker, at once.
     HandBack,
+    /// It arrived when every slot was taken: again after
+    /// [`NO_SLOT_DELAY`].
+    NoSlot,
     /// Its checkpoint could not be read, or its result not published while
     /// its checkpoint is saved: again after [`RETRY_DELAY`].
     Retry,
@@ -35,6 +42,7 @@ pub fn ack_for(disposition: Disposition) -> AckKind {
         Disposition::Finished => AckKind::Ack,
         Disposition::WaitFor(delay) => AckKind::Nak(Some(delay)),
         Disposition::HandBack => AckKind::Nak(None),
+        Disposition::NoSlot => AckKind::Nak(Some(NO_SLOT_DELAY)),
         Disposition::Retry => AckKind::Nak(Some(RETRY_DELAY)),
         Disposition::StillWorking => AckKind::Progress,
     }
@@ -44,7 +52,7 @@ pub fn ack_for(disposition: Disposition) -> AckKind {
 fn nak_reason(disposition: Disposition) -> Option<&'static str> {
     match disposition {
         Disposition::WaitFor(_) => Some("wait"),
-        Disposition::HandBack => Some("handback"),
+        Disposition::HandBack | Disposition::NoSlot => Some("handback"),
         Disposition::Retry => Some("retry"),
         Disposition::Finished | Disposition::StillWorking => None,
     }
@@ -70,6 +78,10 @@ mod tests {
         assert!(matches!(ack_for(Disposition::Finished), AckKind::Ack));
         assert!(matches!(ack_for(Disposition::WaitFor(d)), AckKind::Nak(Some(x)) if x == d));
         assert!(matches!(ack_for(Disposition::HandBack), AckKind::Nak(None)));
+        assert!(
+            matches!(ack_for(Disposition::NoSlot), AckKind::Nak(Some(x)) if x == NO_SLOT_DELAY)
+        );
+        assert_eq!(nak_reason(Disposition::NoSlot), Some("handback"));
         assert!(matches!(ack_for(Disposition::Retry), AckKind::Nak(Some(x)) if x == RETRY_DELAY));
         assert!(matches!(
             ack_for(Disposition::StillWorking),

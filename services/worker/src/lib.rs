@@ -1,5 +1,7 @@
-//! `flow-worker`: a stateless worker. It pulls step jobs from the shared
-//! durable consumer `flow-workers` ([`pull`]), runs each with the engine
+//! `flow-worker`: a stateless worker. It pulls step jobs from the durable
+//! consumers of the job partitions it owns — the workers divide them among
+//! themselves, so that a rack's jobs run on one worker ([`members`]) — and
+//! from the unpartitioned `flow-workers` ([`pull`]), runs each with the engine
 //! against the hardware ([`job`]), keeps the step's checkpoint in the
 //! `flow_job_state` KV bucket ([`checkpoint`]), and turns every wait longer
 //! than a second into a nak with that delay, so its slot is free and any
@@ -20,6 +22,7 @@ pub mod checkpoint;
 mod hold;
 pub mod instrument;
 mod job;
+pub mod members;
 pub mod metrics;
 pub mod observe;
 pub mod progress;
@@ -31,7 +34,10 @@ use std::time::Duration;
 
 use async_nats::jetstream;
 use flow_hardware::ManagerRegistry;
+use std::collections::BTreeSet;
+
 use flow_protocol::jobs::BUCKET_JOB_STATE;
+use flow_protocol::partition::BUCKET_WORKERS;
 use tokio_util::sync::CancellationToken;
 
 use crate::cancel_marks::CancelMarks;
@@ -84,6 +90,9 @@ pub enum WorkerError {
     /// The job-state bucket could not be opened.
     #[error("cannot open the JetStream bucket {BUCKET_JOB_STATE}")]
     Bucket(#[source] jetstream::context::KeyValueError),
+    /// The workers' membership bucket could not be opened.
+    #[error("cannot open the JetStream bucket {BUCKET_WORKERS}")]
+    MembersBucket(#[source] jetstream::context::KeyValueError),
 }
 
 /// Runs until `stop` is cancelled: then stops pulling and lets jobs in
@@ -114,12 +123,12 @@ pub async fn run_with_metrics(
     metrics: WorkerMetrics,
 ) -> Result<(), WorkerError> {
     let js = jetstream::new(client);
-    let Some(mut consumer) = pull::wait_for_consumer(&js, &stop).await else {
+    let Some(mut consumers) = pull::wait_for_consumers(&js, &stop).await else {
         return Ok(());
     };
-    let ack_wait = match consumer.info().await {
+    let ack_wait = match consumers.unpartitioned.info().await {
         Ok(info) => info.config.ack_wait,
-        Err(_) => consumer.cached_info().config.ack_wait,
+        Err(_) => consumers.unpartitioned.cached_info().config.ack_wait,
     };
     let keep_alive = progress_every(ack_wait);
     tracing::info!(
@@ -131,6 +140,20 @@ pub async fn run_with_metrics(
         .get_key_value(BUCKET_JOB_STATE)
         .await
         .map_err(WorkerError::Bucket)?;
+    let members = js
+        .get_key_value(BUCKET_WORKERS)
+        .await
+        .map_err(WorkerError::MembersBucket)?;
+    let me = uuid::Uuid::new_v4().simple().to_string();
+    let (owned, owned_rx) = tokio::sync::watch::channel(BTreeSet::new());
+    // Dropped with this future: a worker that dies stops refreshing its key.
+    let membership = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(members::run(
+        members,
+        me,
+        owned,
+        metrics.workers_seen.clone(),
+        stop.clone(),
+    )));
     let cancelled = CancelMarks::default();
     let watcher = tokio::spawn(cancelled.clone().watch(kv.clone()));
     let shared = pull::Shared {
@@ -143,8 +166,11 @@ pub async fn run_with_metrics(
         metrics,
         event_holds: hold::Holds::new(config.max_jobs / 2),
     };
-    pull::run(consumer, config.max_jobs, shared, stop).await;
+    pull::run(consumers, owned_rx, config.max_jobs, shared, stop).await;
     watcher.abort();
+    // Its key was deleted when the stop came (the others took its
+    // partitions then); this only waits for the delete to be sent.
+    let _ = membership.await;
     // Every job has ended or been handed back: log out of the BMCs.
     registry.close_all().await;
     Ok(())

@@ -1,5 +1,6 @@
 //! The worker's Prometheus metrics (`flow_*`): jobs taken, resumed and
-//! finished, redeliveries, naks, checkpoints, jobs in flight, waits held
+//! finished, redeliveries, naks, checkpoints, jobs in flight, the job
+//! partitions pulled and the workers seen, waits held
 //! for events and the ones an event cut short, and every hardware call by
 //! component type, action and outcome with its latency.
 //! The README's "Metrics and alerts" lists them with what to alert on.
@@ -77,6 +78,11 @@ pub struct WorkerMetrics {
     pub jobs_parked: Counter,
     /// Jobs being worked on now.
     pub jobs_in_flight: Gauge,
+    /// Job partitions this worker pulls now (`flow_protocol::partition`).
+    pub job_partitions: Gauge,
+    /// Workers this one counts as members when dividing the partitions
+    /// (itself included).
+    pub workers_seen: Gauge,
     /// Hardware calls by type, action and outcome.
     pub hardware_calls: Family<CallLabels, Counter>,
     /// Hardware call latency by type and action.
@@ -103,6 +109,8 @@ impl WorkerMetrics {
             checkpoint_errors: Counter::default(),
             jobs_parked: Counter::default(),
             jobs_in_flight: Gauge::default(),
+            job_partitions: Gauge::default(),
+            workers_seen: Gauge::default(),
             hardware_calls: Family::default(),
             hardware_call_duration: Family::new_with_constructor(call_histogram),
             event_waits: Counter::default(),
@@ -158,6 +166,16 @@ impl WorkerMetrics {
             "jobs_in_flight",
             "Step jobs this worker is working on",
             m.jobs_in_flight.clone(),
+        );
+        r.register(
+            "job_partitions",
+            "Job partitions this worker pulls (each rack's jobs are on one)",
+            m.job_partitions.clone(),
+        );
+        r.register(
+            "workers_seen",
+            "Workers this one divides the job partitions with, itself included",
+            m.workers_seen.clone(),
         );
         r.register(
             "hardware_calls",

@@ -221,6 +221,13 @@ async fn a_task_moves_the_worker_and_scheduler_metrics_and_logs_carry_job_fields
         Some(0.0),
         "{page}"
     );
+    // Alone, it pulls every job partition.
+    assert_eq!(
+        sample(&page, "flow_job_partitions", &[]),
+        Some(f64::from(flow_protocol::partition::JOB_PARTITIONS)),
+        "{page}"
+    );
+    assert_eq!(sample(&page, "flow_workers_seen", &[]), Some(1.0), "{page}");
 
     // The scheduler: the task counted completed once the gauges refresh.
     let addr = scheduler_metrics.local_addr().to_string();

@@ -12,6 +12,7 @@ use flow_protocol::jobs::{
     BUCKET_JOB_STATE, CONSUMER_SCHEDULER, CONSUMER_SUBMIT, CONSUMER_WORKERS, PARKED_MAX_AGE,
     STREAM_EVENTS, STREAM_JOBS, STREAM_PARKED, STREAM_RESULTS, STREAM_TASKS, SUBJECT_SUBMIT,
 };
+use flow_protocol::partition::{BUCKET_WORKERS, Partition, UNPARTITIONED_FILTER};
 use flow_protocol::state::{STATE_SUBJECTS, STREAM_STATE};
 
 /// How long JetStream remembers a `Nats-Msg-Id` on the work queues (a
@@ -19,12 +20,14 @@ use flow_protocol::state::{STATE_SUBJECTS, STREAM_STATE};
 pub const DUPLICATE_WINDOW: Duration = Duration::from_secs(120);
 /// How long task events and job checkpoints are kept.
 pub const EVENTS_MAX_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
-/// Jobs held by workers at once, across all workers.
+/// Jobs held by workers at once, on each jobs consumer (a partition's, or
+/// the unpartitioned one).
 pub const JOBS_MAX_ACK_PENDING: i64 = 1024;
 /// How long the scheduler's consumers wait for an ack before redelivering.
 pub const SCHEDULER_ACK_WAIT: Duration = Duration::from_secs(30);
 
-/// The subjects of the job stream (`flow.jobs.<type>`).
+/// The subjects of the job stream (`flow.jobs.<partition>.<type>`;
+/// `flow.jobs.<type>` before partitions).
 pub const JOB_SUBJECTS: &str = "flow.jobs.>";
 /// The subjects of the result stream (`flow.results.<task>`).
 pub const RESULT_SUBJECTS: &str = "flow.results.>";
@@ -244,15 +247,6 @@ pub async fn ensure(js: &jetstream::Context, topology: &Topology) -> Result<(), 
     )
     .await?;
     durable_on(
-        &jobs,
-        CONSUMER_WORKERS,
-        consumer::pull::Config {
-            max_ack_pending: JOBS_MAX_ACK_PENDING,
-            ..durable(CONSUMER_WORKERS, topology.job_ack_wait)
-        },
-    )
-    .await?;
-    durable_on(
         &results,
         CONSUMER_SCHEDULER,
         durable(CONSUMER_SCHEDULER, SCHEDULER_ACK_WAIT),
@@ -274,7 +268,78 @@ pub async fn ensure(js: &jetstream::Context, topology: &Topology) -> Result<(), 
     )
     .await?;
     stream(js, topology, last_per_subject(STREAM_STATE, STATE_SUBJECTS)).await?;
-    bucket(js, topology).await
+    bucket(js, topology, job_state_bucket(topology)).await?;
+    bucket(js, topology, workers_bucket(topology)).await?;
+    // Last: a worker starts when it finds these, and everything else
+    // exists by then.
+    job_consumers(&jobs, topology).await
+}
+
+/// The jobs' consumers: the unpartitioned one first (an older topology's
+/// `flow-workers` took every job subject; its filter is narrowed to
+/// `flow.jobs.<type>` so that it overlaps no partition's, and what it
+/// holds is still pulled), then one per partition. Workers wait for the
+/// last partition's consumer, so every other exists when they start.
+async fn job_consumers(jobs: &stream::Stream, topology: &Topology) -> Result<(), TopologyError> {
+    let config = |name: &str, filter: String| consumer::pull::Config {
+        max_ack_pending: JOBS_MAX_ACK_PENDING,
+        filter_subject: filter,
+        ..durable(name, topology.job_ack_wait)
+    };
+    let unpartitioned = config(CONSUMER_WORKERS, UNPARTITIONED_FILTER.to_owned());
+    match jobs
+        .get_consumer::<consumer::pull::Config>(CONSUMER_WORKERS)
+        .await
+    {
+        Ok(existing) if existing.cached_info().config.filter_subject != UNPARTITIONED_FILTER => {
+            tracing::warn!(
+                consumer = CONSUMER_WORKERS,
+                filter = UNPARTITIONED_FILTER,
+                "the jobs consumer of an older topology takes every job subject: narrowing it"
+            );
+            jobs.update_consumer(unpartitioned)
+                .await
+                .map(drop)
+                .map_err(|e| create(format!("consumer {CONSUMER_WORKERS}"))(e.into()))?;
+        }
+        _ => durable_on(jobs, CONSUMER_WORKERS, unpartitioned).await?,
+    }
+    for partition in Partition::all() {
+        let name = partition.consumer();
+        durable_on(jobs, &name, config(&name, partition.filter())).await?;
+    }
+    Ok(())
+}
+
+/// The job-state bucket: checkpoints and cancel marks, kept a week.
+fn job_state_bucket(topology: &Topology) -> jetstream::kv::Config {
+    jetstream::kv::Config {
+        bucket: BUCKET_JOB_STATE.to_owned(),
+        history: 1,
+        max_age: EVENTS_MAX_AGE,
+        storage: stream::StorageType::File,
+        num_replicas: topology.replicas,
+        placement: topology.placement(),
+        ..Default::default()
+    }
+}
+
+/// How long a worker's key in [`BUCKET_WORKERS`] outlives its last
+/// refresh (workers decide liveness sooner, from when they last saw it:
+/// `flow_worker::members`).
+pub const WORKERS_MAX_AGE: Duration = Duration::from_secs(30);
+
+/// The workers' membership bucket: one short-lived key per running worker.
+fn workers_bucket(topology: &Topology) -> jetstream::kv::Config {
+    jetstream::kv::Config {
+        bucket: BUCKET_WORKERS.to_owned(),
+        history: 1,
+        max_age: WORKERS_MAX_AGE,
+        storage: stream::StorageType::File,
+        num_replicas: topology.replicas,
+        placement: topology.placement(),
+        ..Default::default()
+    }
 }
 
 /// A stream that keeps the last message of each subject, for as long as
@@ -290,10 +355,15 @@ fn last_per_subject(name: &str, subjects: &str) -> stream::Config {
     }
 }
 
-/// The job-state bucket: created as a bucket when missing; when its stream
-/// exists, checked like the others.
-async fn bucket(js: &jetstream::Context, topology: &Topology) -> Result<(), TopologyError> {
-    let name = bucket_stream(BUCKET_JOB_STATE);
+/// A bucket: created when missing; when its stream exists, checked like
+/// the others.
+async fn bucket(
+    js: &jetstream::Context,
+    topology: &Topology,
+    config: jetstream::kv::Config,
+) -> Result<(), TopologyError> {
+    let name = bucket_stream(&config.bucket);
+    let what = format!("bucket {}", config.bucket);
     match js.get_stream(&name).await {
         Ok(existing) => reconcile(js, topology, existing).await.map(drop),
         Err(e)
@@ -303,19 +373,11 @@ async fn bucket(js: &jetstream::Context, topology: &Topology) -> Result<(), Topo
                     if j.error_code() == jetstream::ErrorCode::STREAM_NOT_FOUND
             ) =>
         {
-            js.create_key_value(jetstream::kv::Config {
-                bucket: BUCKET_JOB_STATE.to_owned(),
-                history: 1,
-                max_age: EVENTS_MAX_AGE,
-                storage: stream::StorageType::File,
-                num_replicas: topology.replicas,
-                placement: topology.placement(),
-                ..Default::default()
-            })
-            .await
-            .map(drop)
-            .map_err(|e| create(format!("bucket {BUCKET_JOB_STATE}"))(e.into()))
+            js.create_key_value(config)
+                .await
+                .map(drop)
+                .map_err(|e| create(what)(e.into()))
         }
-        Err(e) => Err(create(format!("bucket {BUCKET_JOB_STATE}"))(e.into())),
+        Err(e) => Err(create(what)(e.into())),
     }
 }

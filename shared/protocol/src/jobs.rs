@@ -188,7 +188,9 @@ pub const STREAM_PARKED: &str = "FLOW_PARKED";
 /// How long parked messages are kept: long enough for an operator to notice
 /// (`flow status` shows the count) and replay or discard them.
 pub const PARKED_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
-/// The workers' shared durable pull consumer on [`STREAM_JOBS`].
+/// The workers' durable pull consumer on [`STREAM_JOBS`] for jobs
+/// published before partitions (`flow.jobs.<type>`); each partition's is
+/// `flow-workers-<partition>` ([`crate::partition::Partition::consumer`]).
 pub const CONSUMER_WORKERS: &str = "flow-workers";
 /// The schedulers' shared durable pull consumer on [`STREAM_RESULTS`].
 pub const CONSUMER_SCHEDULER: &str = "flow-scheduler";
@@ -317,9 +319,10 @@ pub fn park(
 /// What every job subject begins with.
 pub const JOB_SUBJECT_PREFIX: &str = "flow.jobs.";
 
-/// The subject of a component type's jobs.
-pub fn job_subject(component_type: ComponentType) -> String {
-    format!("{JOB_SUBJECT_PREFIX}{}", component_type.subject_token())
+/// The subject of a component type's jobs on a rack's partition
+/// (`flow.jobs.<partition>.<type>`, [`crate::partition`]).
+pub fn job_subject(rack: &str, component_type: ComponentType) -> String {
+    crate::partition::Partition::of_rack(rack).subject(component_type.subject_token())
 }
 
 /// The subject of a task's results.
@@ -413,9 +416,20 @@ pub struct JobMessage {
 }
 
 impl JobMessage {
-    /// The subject it is published on (by its step's component type).
+    /// The rack it acts on: a task's components are all of one rack
+    /// (empty when the step has no component at all).
+    pub fn rack(&self) -> &str {
+        self.job
+            .components
+            .first()
+            .or_else(|| self.job.all_components.values().flatten().next())
+            .map_or("", |c| c.rack.as_str())
+    }
+
+    /// The subject it is published on: its rack's partition and its step's
+    /// component type.
     pub fn subject(&self) -> String {
-        job_subject(self.job.step.component_type)
+        job_subject(self.rack(), self.job.step.component_type)
     }
 
     /// Its `Nats-Msg-Id`: one per job generation.

@@ -9,6 +9,7 @@ pub mod event;
 pub mod ids;
 pub mod jobs;
 pub mod labels;
+pub mod partition;
 pub mod rack;
 pub mod readiness;
 pub mod run;
