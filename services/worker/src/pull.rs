@@ -193,9 +193,13 @@ struct Puller {
 
 impl Puller {
     /// Pulls one consumer until `done` (the worker stops, or gives the
-    /// partition up): one bounded fetch at a time, when a slot is free, for
-    /// this consumer's share of the free slots (an idle fetch holds no
-    /// slot: a busy partition is never kept waiting by idle ones). When
+    /// partition up): one bounded pull request at a time, when a slot is
+    /// free, for this consumer's share of the free slots (an idle request
+    /// holds no slot: a busy partition is never kept waiting by idle
+    /// ones). The request stays open until its share has come or
+    /// [`PULL_EXPIRES`] has passed, not only until the stream is empty: a
+    /// partition whose jobs arrive one by one costs one request per share,
+    /// not one per job. When
     /// the loop ends, no pull request of its outlives the current fetch
     /// (at most [`PULL_EXPIRES`]), so no job is stranded on a worker that
     /// no longer pulls it until its ack wait runs out. What the last fetch
@@ -215,7 +219,7 @@ impl Puller {
             drop(first);
             let share = (free / self.pulling.load(Ordering::Relaxed).max(1)).max(1);
             let batch = consumer
-                .fetch()
+                .batch()
                 .max_messages(share)
                 .expires(PULL_EXPIRES)
                 .messages()
