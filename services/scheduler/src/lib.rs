@@ -32,6 +32,12 @@ pub use service::{JOB_ACK_WAIT, TaskService};
 /// started (a result being applied, an outbox batch) before it aborts them.
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
+/// How many times a scheduler tries to set up the JetStream topology when
+/// JetStream does not answer in time.
+const TOPOLOGY_ATTEMPTS: u32 = 6;
+/// The pause between two such tries.
+const TOPOLOGY_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// A running scheduler: the API service and the execution loops.
 pub struct Scheduler {
     api: api::ApiService,
@@ -80,9 +86,25 @@ impl Scheduler {
         metrics: Option<metrics::SchedulerMetrics>,
     ) -> Result<Scheduler, SchedulerError> {
         let js = async_nats::jetstream::new(client.clone());
-        flow_jetstream::topology::ensure(&js, &topology)
-            .await
-            .map_err(SchedulerError::Topology)?;
+        // Every scheduler creates the topology at start; on a cluster that
+        // is still electing, or busy with the others doing the same, a
+        // request may time out: tried again, a few times, then an error.
+        let mut attempt = 1;
+        loop {
+            match flow_jetstream::topology::ensure(&js, &topology).await {
+                Ok(()) => break,
+                Err(error) if error.is_timeout() && attempt < TOPOLOGY_ATTEMPTS => {
+                    tracing::warn!(
+                        attempt,
+                        error = %flow_telemetry::ErrorChain(&error),
+                        "JetStream set-up timed out; trying again"
+                    );
+                    attempt += 1;
+                    tokio::time::sleep(TOPOLOGY_RETRY).await;
+                }
+                Err(error) => return Err(SchedulerError::Topology(error)),
+            }
+        }
         let stop = CancellationToken::new();
         let mut loops = Vec::new();
         let tasks = match metrics {

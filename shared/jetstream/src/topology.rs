@@ -112,6 +112,22 @@ pub enum TopologyError {
     },
 }
 
+impl TopologyError {
+    /// Whether JetStream did not answer in time (a cluster still electing
+    /// its leaders, or busy with other schedulers creating the same
+    /// topology): worth trying again, unlike a refusal.
+    pub fn is_timeout(&self) -> bool {
+        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = source {
+            if e.to_string().contains("timed out") {
+                return true;
+            }
+            source = e.source();
+        }
+        false
+    }
+}
+
 fn create(what: impl Into<String>) -> impl FnOnce(async_nats::Error) -> TopologyError {
     let what = what.into();
     move |source| TopologyError::Create { what, source }
@@ -379,5 +395,29 @@ async fn bucket(
                 .map_err(|e| create(what)(e.into()))
         }
         Err(e) => Err(create(what)(e.into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_timeout_anywhere_in_the_chain_is_worth_another_try_and_a_refusal_is_not() {
+        let timed_out = TopologyError::Create {
+            what: "stream FLOW_TASKS".into(),
+            source: Box::new(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "jetstream request timed out",
+            )),
+        };
+        assert!(timed_out.is_timeout());
+        let refused = TopologyError::Create {
+            what: "stream FLOW_TASKS".into(),
+            source: Box::new(std::io::Error::other(
+                "replicas > 1 not supported in non-clustered mode",
+            )),
+        };
+        assert!(!refused.is_timeout());
     }
 }

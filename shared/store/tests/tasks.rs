@@ -204,6 +204,12 @@ async fn effects_go_to_the_outbox_in_order_and_are_published_once() {
         .map(|(_, m)| (m.subject.as_str(), m.msg_id.as_str()))
         .collect();
     let task = state.id;
+    // The job goes on its rack's partition (flow.jobs.<partition>.<type>).
+    let Effect::PublishJob(first_job) = &effects[1] else {
+        panic!("the second effect is not a job: {effects:?}");
+    };
+    let job_subject =
+        flow_protocol::partition::Partition::of_rack(first_job.rack()).subject("powershelf");
     assert_eq!(
         written,
         [
@@ -211,9 +217,10 @@ async fn effects_go_to_the_outbox_in_order_and_are_published_once() {
                 format!("flow.events.task.{task}").as_str(),
                 format!("event/{task}/stage/1").as_str()
             ),
-            ("flow.jobs.powershelf", format!("job/{task}.0.1").as_str()),
+            (job_subject.as_str(), format!("job/{task}.0.1").as_str()),
         ]
     );
+    assert!(!first_job.rack().is_empty(), "{first_job:?}");
     // The job's payload is the job the lifecycle built.
     let Effect::PublishJob(job) = &effects[1] else {
         panic!("{effects:?}")
