@@ -436,7 +436,7 @@ impl Cluster {
         let mut since: Option<Instant> = None;
         let mut last = None;
         while start.elapsed() < START_TIMEOUT {
-            let division = worker_division(&js).await;
+            let division = flow_jetstream::topology::partition_division(&js).await;
             let settled = division
                 .as_ref()
                 .is_some_and(|(members, waiting)| *members == n && waiting.iter().all(|&w| w == 1));
@@ -669,31 +669,6 @@ async fn wait_http(http: &reqwest::Client, url: &str, what: &str) -> anyhow::Res
     } else {
         bail!("{what} did not become healthy at {url} within {START_TIMEOUT:?}")
     }
-}
-
-/// The keys in the `flow_workers` bucket and the pulls waiting on each
-/// partition's consumer (`None`: not readable now).
-async fn worker_division(js: &async_nats::jetstream::Context) -> Option<(usize, Vec<usize>)> {
-    use flow_protocol::partition::{BUCKET_WORKERS, Partition};
-    use futures::StreamExt;
-    let bucket = js.get_key_value(BUCKET_WORKERS).await.ok()?;
-    let keys: Vec<String> = bucket
-        .keys()
-        .await
-        .ok()?
-        .filter_map(|k| async { k.ok() })
-        .collect()
-        .await;
-    let stream = js.get_stream(flow_protocol::jobs::STREAM_JOBS).await.ok()?;
-    let mut waiting = Vec::new();
-    for partition in Partition::all() {
-        let mut consumer = stream
-            .get_consumer::<async_nats::jetstream::consumer::pull::Config>(&partition.consumer())
-            .await
-            .ok()?;
-        waiting.push(consumer.info().await.ok()?.num_waiting);
-    }
-    Some((keys.len(), waiting))
 }
 
 /// Polls `cond` every 100 ms until it holds or `limit` passes.

@@ -4,41 +4,15 @@
 //! rack's partition, so each BMC sees one login however many tasks and
 //! steps touch it (`services/worker/src/members.rs`).
 
-use std::collections::BTreeSet;
 use std::time::Duration;
 
-use flow_protocol::jobs::STREAM_JOBS;
-use flow_protocol::partition::{BUCKET_WORKERS, JOB_PARTITIONS, Partition};
+use flow_protocol::partition::JOB_PARTITIONS;
 use flow_rack_sim::{InitialPower, SimConfig};
 use flow_testenv::Stack;
-use futures::StreamExt;
 use serde_json::json;
 
 const RACKS: usize = 6;
 const BMCS_PER_RACK: usize = 4;
-
-/// Keys in the workers' bucket, and the waiting pulls of each partition's
-/// consumer.
-async fn division(env: &Stack) -> Option<(usize, Vec<usize>)> {
-    let bucket = env.js.get_key_value(BUCKET_WORKERS).await.ok()?;
-    let keys: BTreeSet<String> = bucket
-        .keys()
-        .await
-        .ok()?
-        .filter_map(|k| async { k.ok() })
-        .collect()
-        .await;
-    let stream = env.js.get_stream(STREAM_JOBS).await.ok()?;
-    let mut waiting = Vec::new();
-    for partition in Partition::all() {
-        let mut consumer = stream
-            .get_consumer::<async_nats::jetstream::consumer::pull::Config>(&partition.consumer())
-            .await
-            .ok()?;
-        waiting.push(consumer.info().await.ok()?.num_waiting);
-    }
-    Some((keys.len(), waiting))
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_racks_jobs_stay_on_one_worker_so_each_bmc_sees_one_login() {
@@ -68,7 +42,8 @@ async fn a_racks_jobs_stay_on_one_worker_so_each_bmc_sees_one_login() {
         flow_tests::eventually(Duration::from_secs(30), Duration::from_millis(250), || {
             let (env, since) = (&env, &settled_since);
             async move {
-                let (members, waiting) = division(env).await?;
+                let (members, waiting) =
+                    flow_jetstream::topology::partition_division(&env.js).await?;
                 let mut since = since.lock().unwrap();
                 if members == 2 && waiting.iter().all(|&w| w == 1) {
                     let at = *since.get_or_insert_with(tokio::time::Instant::now);
@@ -81,7 +56,7 @@ async fn a_racks_jobs_stay_on_one_worker_so_each_bmc_sees_one_login() {
             }
         })
         .await;
-    let last = division(&env).await;
+    let last = flow_jetstream::topology::partition_division(&env.js).await;
     assert_eq!(
         settled
             .unwrap_or_else(|e| panic!("the workers never divided the partitions: {e}; {last:?}")),

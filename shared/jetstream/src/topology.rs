@@ -398,6 +398,32 @@ async fn bucket(
     }
 }
 
+/// How the workers have divided the job partitions, as JetStream shows it:
+/// the keys in the `flow_workers` bucket and the pulls waiting on each
+/// partition's consumer, in partition order (`None`: not readable now).
+/// Settled when every partition has one waiting pull from its one owner.
+pub async fn partition_division(js: &jetstream::Context) -> Option<(usize, Vec<usize>)> {
+    use futures::StreamExt;
+    let bucket = js.get_key_value(BUCKET_WORKERS).await.ok()?;
+    let keys = bucket
+        .keys()
+        .await
+        .ok()?
+        .filter(|k| std::future::ready(k.is_ok()))
+        .count()
+        .await;
+    let stream = js.get_stream(STREAM_JOBS).await.ok()?;
+    let mut waiting = Vec::new();
+    for partition in Partition::all() {
+        let mut consumer = stream
+            .get_consumer::<consumer::pull::Config>(&partition.consumer())
+            .await
+            .ok()?;
+        waiting.push(consumer.info().await.ok()?.num_waiting);
+    }
+    Some((keys, waiting))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
