@@ -136,14 +136,18 @@ pub async fn run_with_metrics(
         progress_ms = keep_alive.as_millis() as u64,
         "jobs consumer found"
     );
-    let kv = js
-        .get_key_value(BUCKET_JOB_STATE)
+    let Some(kv) = flow_jetstream::open_bucket(&js, BUCKET_JOB_STATE, BUCKET_RETRY, &stop)
         .await
-        .map_err(WorkerError::Bucket)?;
-    let members = js
-        .get_key_value(BUCKET_WORKERS)
+        .map_err(WorkerError::Bucket)?
+    else {
+        return Ok(());
+    };
+    let Some(members) = flow_jetstream::open_bucket(&js, BUCKET_WORKERS, BUCKET_RETRY, &stop)
         .await
-        .map_err(WorkerError::MembersBucket)?;
+        .map_err(WorkerError::MembersBucket)?
+    else {
+        return Ok(());
+    };
     let me = uuid::Uuid::new_v4().simple().to_string();
     let (owned, owned_rx) = tokio::sync::watch::channel(BTreeSet::new());
     // Dropped with this future: a worker that dies stops refreshing its key.
@@ -175,3 +179,6 @@ pub async fn run_with_metrics(
     registry.close_all().await;
     Ok(())
 }
+
+/// The pause before a bucket that did not answer in time is asked for again.
+const BUCKET_RETRY: Duration = Duration::from_secs(1);

@@ -117,15 +117,22 @@ impl TopologyError {
     /// its leaders, or busy with other schedulers creating the same
     /// topology): worth trying again, unlike a refusal.
     pub fn is_timeout(&self) -> bool {
-        let mut source: Option<&(dyn std::error::Error + 'static)> = Some(self);
-        while let Some(e) = source {
-            if e.to_string().contains("timed out") {
-                return true;
-            }
-            source = e.source();
-        }
-        false
+        timed_out(self)
     }
+}
+
+/// Whether `error`, or any error beneath it, says that JetStream (or the
+/// connection to it) did not answer in time — during a server restart or a
+/// leader election — rather than refusing the request.
+pub fn timed_out(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut source = Some(error);
+    while let Some(e) = source {
+        if e.to_string().contains("timed out") {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 fn create(what: impl Into<String>) -> impl FnOnce(async_nats::Error) -> TopologyError {
