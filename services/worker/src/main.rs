@@ -1,5 +1,10 @@
 //! `flow-worker`: runs step jobs until SIGINT/SIGTERM.
 
+/// jemalloc rather than glibc's malloc (see docs/architecture.md, "Worker
+/// memory").
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 use std::path::PathBuf;
 use std::sync::Arc;
 
