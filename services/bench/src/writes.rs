@@ -88,7 +88,7 @@ pub async fn read(
 ) -> anyhow::Result<Reading> {
     let jsz: serde_json::Value = http
         .get(format!(
-            "http://127.0.0.1:{monitor_port}/jsz?streams=true&consumers=true"
+            "http://127.0.0.1:{monitor_port}/jsz?streams=true&consumers=true&config=true"
         ))
         .send()
         .await?
@@ -105,7 +105,9 @@ pub async fn read(
 }
 
 /// Each stream's last sequence and each consumer's delivered count, from a
-/// `/jsz?streams=true&consumers=true` answer.
+/// `/jsz?streams=true&consumers=true&config=true` answer (without
+/// `config=true` the server leaves out each consumer's config, and a watch
+/// could not be told from a consumer that is acknowledged).
 fn jetstream_counts(jsz: &serde_json::Value) -> Reading {
     let mut reading = Reading::default();
     let accounts = jsz["account_details"]

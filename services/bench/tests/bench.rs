@@ -55,6 +55,18 @@ fn the_smoke_scenario_reports_real_measurements() {
     // Two stage boundaries per task.
     assert_eq!(r["stage_advance"]["count"], 4, "{r:#}");
     assert!(r["raw_jetstream"]["per_second"].as_f64().unwrap() > 0.0);
+    // Acks are counted on the consumers that take them: the results'
+    // (one per step job at least), never a watch such as the workers'
+    // membership (an ordered consumer, acknowledged by no one).
+    let delivered = r["writes"]["delivered"].as_object().expect("delivered");
+    assert!(
+        delivered["FLOW_RESULTS/flow-scheduler"].as_u64().unwrap() >= 6,
+        "{r:#}"
+    );
+    assert!(
+        delivered.keys().all(|k| !k.starts_with("KV_")),
+        "a watch counted as acks: {delivered:?}"
+    );
     for p in ["scheduler", "simulator", "nats_server"] {
         assert!(
             r["usage"][p]["peak_rss_mib"].as_f64().unwrap() > 1.0,
