@@ -472,11 +472,16 @@ async fn check_submissions(cluster: &Cluster, acked: &[TaskSubmit], report: &mut
     let js = async_nats::jetstream::new(cluster.nats.clone());
     let start = Instant::now();
     let mut left = None;
+    // Which node answered the last count: a leader cut off a moment ago
+    // may still answer for a stream it no longer leads.
+    let mut counted_by = None;
     while start.elapsed() < SUBMISSIONS_DRAIN_LIMIT {
-        let messages = match js.get_stream(flow_protocol::jobs::STREAM_TASKS).await {
-            Ok(mut stream) => stream.info().await.ok().map(|i| i.state.messages),
+        let info = match js.get_stream(flow_protocol::jobs::STREAM_TASKS).await {
+            Ok(mut stream) => stream.info().await.ok().cloned(),
             Err(_) => None,
         };
+        let messages = info.as_ref().map(|i| i.state.messages);
+        counted_by = info.and_then(|i| i.cluster.and_then(|c| c.leader));
         left = messages;
         if messages == Some(0) {
             report.submissions_drained_after_ms = Some(ms(start.elapsed()));
@@ -500,9 +505,11 @@ async fn check_submissions(cluster: &Cluster, acked: &[TaskSubmit], report: &mut
         match found {
             Some(flow_protocol::api::Submission::Duplicate(_)) => report.submissions_found += 1,
             other => report.problems.push(format!(
-                "submission {} was acknowledged by JetStream but the API did not know it: {:?}",
+                "submission {} was acknowledged by JetStream but the API did not know it: {:?} \
+                 ({STREAM_TASKS} counted empty by {counted_by:?})",
                 request.request_id,
-                other.map_or_else(|| format!("{again:?}"), |s| format!("{s:?}"))
+                other.map_or_else(|| format!("{again:?}"), |s| format!("{s:?}")),
+                STREAM_TASKS = flow_protocol::jobs::STREAM_TASKS,
             )),
         }
     }
