@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use async_nats::jetstream;
+use flow_store::tasks::Claimed;
 use flow_telemetry::ErrorChain;
 use tokio_util::sync::CancellationToken;
 
@@ -25,7 +26,8 @@ const OUTBOX_BATCH: i64 = 500;
 
 impl TaskService {
     /// Publishes the outbox: every message committed with the state that
-    /// justifies it, with a `Nats-Msg-Id` so a repeat is dropped.
+    /// justifies it, with a `Nats-Msg-Id` so a repeat is dropped (step jobs
+    /// another applier has claimed are left to it until its claim ends).
     async fn publish_outbox(&self) -> Result<usize, SchedulerError> {
         let mut total = 0;
         loop {
@@ -37,50 +39,52 @@ impl TaskService {
             // has stored it, and each publish is a write to disk; the events
             // keep their order among themselves (a stable sort), and nothing
             // reads jobs and events in one order.
-            batch.sort_by_key(|(_, m)| {
-                !m.subject
-                    .starts_with(flow_protocol::jobs::JOB_SUBJECT_PREFIX)
-            });
-            // Send the whole batch, then collect the acks: one round of
-            // server syncs for the batch instead of one per message. Order
-            // is kept (one connection); a failure leaves the rest pending,
-            // and their Nats-Msg-Id drops any repeat on the next sweep.
-            let mut sent = Vec::with_capacity(batch.len());
-            for (id, message) in batch {
-                let body = serde_json::to_vec(&message.payload)
-                    .map_err(|e| SchedulerError::Publish(e.into()))?;
-                let ack = self
-                    .js
-                    .send_publish(
-                        message.subject,
-                        jetstream::message::PublishMessage::build()
-                            .payload(body.into())
-                            .message_id(message.msg_id),
-                    )
-                    .await
-                    .map_err(|e| SchedulerError::Publish(e.into()))?;
-                sent.push((id, ack));
-            }
-            let mut done = Vec::with_capacity(sent.len());
-            let mut failed = None;
-            for (id, ack) in sent {
-                match ack.await {
-                    Ok(_) => done.push(id),
-                    Err(error) => {
-                        failed.get_or_insert(error);
-                    }
+            batch.sort_by_key(|(_, m)| !m.is_job());
+            total += self.publish(batch).await?;
+        }
+    }
+
+    /// Publishes committed outbox messages in order and marks those
+    /// JetStream stored as published: the whole batch is sent, then the
+    /// acks collected (one round of server syncs for the batch instead of
+    /// one per message). Order is kept (one connection); a failure leaves
+    /// the rest pending, and their Nats-Msg-Id drops any repeat later.
+    pub(crate) async fn publish(&self, batch: Claimed) -> Result<usize, SchedulerError> {
+        let mut sent = Vec::with_capacity(batch.len());
+        for (id, message) in batch {
+            let body = serde_json::to_vec(&message.payload)
+                .map_err(|e| SchedulerError::Publish(e.into()))?;
+            let ack = self
+                .js
+                .send_publish(
+                    message.subject,
+                    jetstream::message::PublishMessage::build()
+                        .payload(body.into())
+                        .message_id(message.msg_id),
+                )
+                .await
+                .map_err(|e| SchedulerError::Publish(e.into()))?;
+            sent.push((id, ack));
+        }
+        let mut done = Vec::with_capacity(sent.len());
+        let mut failed = None;
+        for (id, ack) in sent {
+            match ack.await {
+                Ok(_) => done.push(id),
+                Err(error) => {
+                    failed.get_or_insert(error);
                 }
             }
-            total += done.len();
-            tracing::debug!(messages = done.len(), "outbox published");
-            self.metrics
-                .outbox_published
-                .inc_by(u64::try_from(done.len()).unwrap_or(u64::MAX));
-            self.store.outbox_published(&done).await?;
-            if let Some(error) = failed {
-                return Err(SchedulerError::Publish(error.into()));
-            }
         }
+        tracing::debug!(messages = done.len(), "outbox published");
+        self.metrics
+            .outbox_published
+            .inc_by(u64::try_from(done.len()).unwrap_or(u64::MAX));
+        self.store.outbox_published(&done).await?;
+        if let Some(error) = failed {
+            return Err(SchedulerError::Publish(error.into()));
+        }
+        Ok(done.len())
     }
 
     /// Runs the outbox publisher and the queue and deadline sweeps until

@@ -83,9 +83,10 @@ impl TaskService {
 
     /// Applies the results handed to it: waits for one, takes every other
     /// one already waiting (up to [`RESULTS_PER_BATCH`]), applies them
-    /// together, pokes the outbox publisher (the next stages' jobs are
-    /// committed), reads the applied steps' timings in one query and
-    /// answers each. Several run at once, taking turns at the queue.
+    /// together, publishes the next stages' jobs they committed, pokes the
+    /// outbox publisher (for the rest: events), reads the applied steps'
+    /// timings in one query and answers each. Several run at once, taking
+    /// turns at the queue.
     async fn run_applier(
         &self,
         from_handlers: &tokio::sync::Mutex<tokio::sync::mpsc::Receiver<Pending>>,
@@ -102,7 +103,7 @@ impl TaskService {
             }
             let (results, replies): (Vec<_>, Vec<_>) = batch.drain(..).unzip();
             let started = std::time::Instant::now();
-            let outcomes = self.apply_results(&results).await;
+            let (outcomes, claimed) = self.apply_results(&results).await;
             tracing::debug!(
                 results = results.len(),
                 elapsed_us = started.elapsed().as_micros() as u64,
@@ -118,6 +119,17 @@ impl TaskService {
                 for (task, step) in &applied {
                     tracing::debug!(task_id = %task, step, "result committed");
                 }
+                // The next stages' jobs first, from here: the outbox
+                // publisher's round (a read of the outbox, the events of
+                // other batches) is not on their path. What fails here
+                // goes out when the claim ends.
+                if !claimed.is_empty() {
+                    let jobs = claimed.len();
+                    if let Err(error) = self.publish(claimed).await {
+                        tracing::warn!(jobs, error = %ErrorChain(&error), "step jobs not published at once; the outbox publisher sends them when their claim ends");
+                    }
+                }
+                // Their events.
                 self.poke();
             }
             let mut timings = self.timings(&applied).await.into_iter();

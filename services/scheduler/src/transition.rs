@@ -11,11 +11,18 @@ use flow_protocol::api::{ApiError, CancelOutcome, ErrorCode, Submission, TaskCan
 use flow_protocol::jobs::ResultMessage;
 use flow_protocol::{RackId, TaskId, TaskStatus};
 use flow_store::StoreError;
-use flow_store::tasks::{NewTask, TaskTx};
+use flow_store::tasks::{Claimed, NewTask, TaskTx};
 use flow_telemetry::ErrorChain;
 
 use crate::error::SchedulerError;
 use crate::service::TaskService;
+
+/// How long the step jobs a results transaction commits are left to the
+/// applier that committed them, which publishes them at once (not through
+/// the outbox publisher's next round); past it — the scheduler died or
+/// could not publish — the outbox publisher sends them
+/// (`migrations/20261203000001_outbox_claim.sql`).
+pub const JOB_CLAIM: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The most promotions one transaction makes for a rack (each promoted
 /// task that fails at once with nothing to do hands the rack on again).
@@ -225,12 +232,15 @@ impl TaskService {
 
     /// Applies a worker's result in one transaction: idempotent (a repeated
     /// or stale result changes nothing), the next stage's jobs on the
-    /// outbox in the same commit.
-    pub(crate) async fn apply_result(
+    /// outbox in the same commit, claimed for the caller to publish
+    /// ([`JOB_CLAIM`]) and added to `claimed`.
+    async fn apply_result(
         &self,
         result: &ResultMessage,
+        claimed: &mut Claimed,
     ) -> Result<Applied, SchedulerError> {
         let mut tx = self.store.begin_tasks().await?;
+        tx.claim_jobs(JOB_CLAIM);
         let applied = match apply_locked(
             &mut tx,
             result.id.task,
@@ -242,7 +252,7 @@ impl TaskService {
             None => Applied::Ignored,
         };
         if applied != Applied::Ignored {
-            tx.commit().await?;
+            claimed.extend(tx.commit().await?);
         }
         Ok(applied)
     }
@@ -253,30 +263,33 @@ impl TaskService {
     /// was written) and the others go on; any other failure (the database,
     /// a row that moved underneath, a deadlock with another transaction)
     /// loses the whole transaction, and then each result is applied in a
-    /// transaction of its own, as if it had come alone.
+    /// transaction of its own, as if it had come alone. Returns the
+    /// outcomes and the step jobs committed, claimed for the caller to
+    /// publish at once ([`JOB_CLAIM`]).
     pub(crate) async fn apply_results(
         &self,
         results: &[ResultMessage],
-    ) -> Vec<Result<Applied, SchedulerError>> {
+    ) -> (Vec<Result<Applied, SchedulerError>>, Claimed) {
         if results.len() > 1 {
             match self.apply_together(results).await {
-                Ok(outcomes) => return outcomes,
+                Ok(applied) => return applied,
                 Err(error) => {
                     tracing::warn!(results = results.len(), error = %ErrorChain(&error), "results not applied together; applying each alone");
                 }
             }
         }
         let mut outcomes = Vec::with_capacity(results.len());
+        let mut claimed = Claimed::new();
         for result in results {
-            outcomes.push(self.apply_result(result).await);
+            outcomes.push(self.apply_result(result, &mut claimed).await);
         }
-        outcomes
+        (outcomes, claimed)
     }
 
     async fn apply_together(
         &self,
         results: &[ResultMessage],
-    ) -> Result<Vec<Result<Applied, SchedulerError>>, SchedulerError> {
+    ) -> Result<(Vec<Result<Applied, SchedulerError>>, Claimed), SchedulerError> {
         // One order for every batch: two schedulers' batches lock tasks in
         // the same order.
         let mut order: Vec<usize> = (0..results.len()).collect();
@@ -284,9 +297,13 @@ impl TaskService {
             let id = results[i].id;
             (id.task, id.step_index, id.generation)
         });
+        let started = std::time::Instant::now();
         let mut tx = self.store.begin_tasks().await?;
+        tx.claim_jobs(JOB_CLAIM);
+        let begun = started.elapsed();
         let tasks: Vec<TaskId> = results.iter().map(|r| r.id.task).collect();
         tx.lock_all(&tasks).await?;
+        let locked = started.elapsed();
         let mut outcomes: Vec<Option<Result<Applied, SchedulerError>>> =
             (0..results.len()).map(|_| None).collect();
         let mut changed = false;
@@ -303,13 +320,25 @@ impl TaskService {
             changed |= matches!(&outcome, Ok(a) if *a != Applied::Ignored);
             outcomes[i] = Some(outcome);
         }
-        if changed {
-            tx.commit().await?;
-        }
-        Ok(outcomes
+        let decided = started.elapsed();
+        let claimed = if changed {
+            tx.commit().await?
+        } else {
+            Claimed::new()
+        };
+        tracing::debug!(
+            results = results.len(),
+            begin_us = begun.as_micros() as u64,
+            lock_us = (locked - begun).as_micros() as u64,
+            decide_us = (decided - locked).as_micros() as u64,
+            commit_us = (started.elapsed() - decided).as_micros() as u64,
+            "results transaction"
+        );
+        let outcomes = outcomes
             .into_iter()
             .map(|o| o.unwrap_or(Ok(Applied::Ignored)))
-            .collect())
+            .collect();
+        Ok((outcomes, claimed))
     }
 
     /// Fails every running step past its deadline, and its task (the cancel

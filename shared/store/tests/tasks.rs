@@ -232,6 +232,65 @@ async fn effects_go_to_the_outbox_in_order_and_are_published_once() {
 }
 
 #[tokio::test]
+async fn claimed_jobs_are_returned_and_left_to_their_claimant_until_the_claim_ends() {
+    let env = Env::new().await;
+    let claim = std::time::Duration::from_millis(400);
+    let mut tx = env.store.begin_tasks().await.unwrap();
+    tx.claim_jobs(claim);
+    let t = apply(
+        &env.planned(),
+        &Event::Submitted(Admission::Start),
+        tx.now_ms(),
+    )
+    .unwrap();
+    tx.insert(&Env::new_task("r1"), &t.state).await.unwrap();
+    tx.outbox(&t.effects).await.unwrap();
+    let claimed = tx.commit().await.unwrap();
+    let task = t.state.id;
+    // The job, not the event, comes back to the committer, with its row.
+    assert_eq!(
+        claimed
+            .iter()
+            .map(|(_, m)| m.msg_id.as_str())
+            .collect::<Vec<_>>(),
+        [format!("job/{task}.0.1").as_str()]
+    );
+    assert!(claimed[0].1.is_job());
+    let Effect::PublishJob(job) = &t.effects[1] else {
+        panic!("{:?}", t.effects)
+    };
+    assert_eq!(claimed[0].1.payload, serde_json::to_value(&**job).unwrap());
+    // The publisher sees only the event while the claim lasts.
+    let pending = env.store.outbox_pending(100).await.unwrap();
+    assert_eq!(
+        pending
+            .iter()
+            .map(|(_, m)| m.msg_id.as_str())
+            .collect::<Vec<_>>(),
+        [format!("event/{task}/stage/1").as_str()]
+    );
+    // A claimant that never publishes: once the claim ends, the publisher
+    // has the job, under the same row.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let job_row = loop {
+        let pending = env.store.outbox_pending(100).await.unwrap();
+        if let Some((id, _)) = pending.iter().find(|(_, m)| m.is_job()) {
+            break *id;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the claimed job never came back to the publisher: {pending:?}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert_eq!(job_row, claimed[0].0);
+    // A claimant that published marks it, and it is gone for good.
+    env.store.outbox_published(&[job_row]).await.unwrap();
+    let pending = env.store.outbox_pending(100).await.unwrap();
+    assert!(pending.iter().all(|(_, m)| !m.is_job()), "{pending:?}");
+}
+
+#[tokio::test]
 async fn a_racks_open_tasks_and_its_queue_read_in_fifo_order() {
     let env = Env::new().await;
     let (first, _) = env.submit("a", Admission::Start).await;

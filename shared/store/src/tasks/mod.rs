@@ -20,7 +20,7 @@ use flow_protocol::{EventId, RackId, RunId, ScheduleId, StepStatus, TaskId, Task
 use sqlx::{Postgres, Transaction};
 use uuid::Uuid;
 
-pub use outbox::OutboxMessage;
+pub use outbox::{Claimed, OutboxMessage};
 use pending::Pending;
 
 use crate::{Store, StoreError};
@@ -76,6 +76,9 @@ pub struct TaskTx {
     /// Whether saves wait to be written together ([`TaskTx::lock_all`]
     /// sets it); otherwise each is written at once.
     defer_writes: bool,
+    /// How long the step jobs committed are claimed for the caller's own
+    /// publish ([`TaskTx::claim_jobs`]).
+    claim: Option<std::time::Duration>,
 }
 
 /// A step row with its task.
@@ -100,6 +103,7 @@ impl Store {
             outbox: Vec::new(),
             pending: Pending::default(),
             defer_writes: false,
+            claim: None,
         })
     }
 }
@@ -426,13 +430,24 @@ impl TaskTx {
         Ok(())
     }
 
+    /// Claims the step jobs this transaction commits for `claim`: the
+    /// outbox publisher leaves them alone until then, and
+    /// [`TaskTx::commit`] returns them for the caller to publish at once
+    /// (and mark published). A caller that dies or fails to publish leaves
+    /// them to the publisher once the claim ends.
+    pub fn claim_jobs(&mut self, claim: std::time::Duration) {
+        self.claim = Some(claim);
+    }
+
     /// Writes the saved rows and the outbox messages of the whole
-    /// transaction, then commits.
-    pub async fn commit(mut self) -> Result<(), StoreError> {
+    /// transaction, then commits. Returns the step jobs it claimed
+    /// ([`TaskTx::claim_jobs`]; none otherwise), with their outbox ids.
+    pub async fn commit(mut self) -> Result<Claimed, StoreError> {
         self.pending.write(&mut self.tx).await?;
-        outbox::insert(&mut self.tx, &self.outbox).await?;
+        let messages = std::mem::take(&mut self.outbox);
+        let claimed = outbox::insert(&mut self.tx, messages, self.claim).await?;
         self.tx.commit().await?;
-        Ok(())
+        Ok(claimed)
     }
 }
 

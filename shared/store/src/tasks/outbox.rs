@@ -2,6 +2,9 @@
 //! published by the scheduler afterwards (`Nats-Msg-Id` drops a repeat).
 
 use flow_engine::lifecycle::Effect;
+use std::collections::HashMap;
+use std::time::Duration;
+
 use serde_json::Value;
 use sqlx::PgConnection;
 
@@ -53,39 +56,86 @@ impl OutboxMessage {
     }
 }
 
-/// Inserts messages in order (ids ascend in the order given).
+impl OutboxMessage {
+    /// Whether it is a step job (`flow.jobs.…`).
+    pub fn is_job(&self) -> bool {
+        self.subject
+            .starts_with(flow_protocol::jobs::JOB_SUBJECT_PREFIX)
+    }
+}
+
+/// Outbox messages with their row ids, claimed by the transaction that
+/// committed them for its own publisher ([`crate::tasks::TaskTx::claim_jobs`]).
+pub type Claimed = Vec<(i64, OutboxMessage)>;
+
+/// Inserts messages in order (ids ascend in the order given). With
+/// `claim`, the step jobs among them are claimed for that long (the
+/// publisher leaves them alone until then) and returned with their ids.
 pub(crate) async fn insert(
     conn: &mut PgConnection,
-    messages: &[OutboxMessage],
-) -> Result<(), StoreError> {
+    messages: Vec<OutboxMessage>,
+    claim: Option<Duration>,
+) -> Result<Claimed, StoreError> {
     if messages.is_empty() {
-        return Ok(());
+        return Ok(Vec::new());
     }
-    let subjects: Vec<&str> = messages.iter().map(|m| m.subject.as_str()).collect();
-    let ids: Vec<&str> = messages.iter().map(|m| m.msg_id.as_str()).collect();
-    let payloads: Vec<&Value> = messages.iter().map(|m| &m.payload).collect();
-    sqlx::query(
-        "INSERT INTO outbox (subject, msg_id, payload) \
-         SELECT s, i, p FROM UNNEST($1::text[], $2::text[], $3::jsonb[]) \
-         WITH ORDINALITY AS m(s, i, p, n) ORDER BY n",
+    let claimed: Vec<bool> = messages
+        .iter()
+        .map(|m| claim.is_some() && m.is_job())
+        .collect();
+    let rows: Vec<(i64, String)> = sqlx::query_as::<_, (i64, Option<String>)>(
+        "INSERT INTO outbox (subject, msg_id, payload, claimed_until) \
+         SELECT s, i, p, CASE WHEN c THEN now() + make_interval(secs => $5) END \
+         FROM UNNEST($1::text[], $2::text[], $3::jsonb[], $4::bool[]) \
+         WITH ORDINALITY AS m(s, i, p, c, n) ORDER BY n \
+         RETURNING id, CASE WHEN claimed_until IS NOT NULL THEN msg_id END",
     )
-    .bind(subjects)
-    .bind(ids)
-    .bind(payloads)
-    .execute(conn)
-    .await?;
-    Ok(())
+    .bind(
+        messages
+            .iter()
+            .map(|m| m.subject.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(
+        messages
+            .iter()
+            .map(|m| m.msg_id.as_str())
+            .collect::<Vec<_>>(),
+    )
+    .bind(messages.iter().map(|m| &m.payload).collect::<Vec<_>>())
+    .bind(&claimed)
+    .bind(claim.unwrap_or_default().as_secs_f64())
+    .fetch_all(conn)
+    .await?
+    .into_iter()
+    .filter_map(|(id, msg_id)| Some((id, msg_id?)))
+    .collect();
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Matched by message ID: the order RETURNING gives is not promised.
+    let mut by_msg_id: HashMap<String, i64> = rows.into_iter().map(|(id, m)| (m, id)).collect();
+    let mut out: Claimed = messages
+        .into_iter()
+        .zip(claimed)
+        .filter(|(_, c)| *c)
+        .filter_map(|(m, _)| by_msg_id.remove(&m.msg_id).map(|id| (id, m)))
+        .collect();
+    out.sort_by_key(|(id, _)| *id);
+    Ok(out)
 }
 
 impl Store {
     /// Up to `limit` unpublished outbox messages, oldest first, with their
-    /// row ids.
+    /// row ids; a message claimed by the scheduler that committed it is
+    /// left out until its claim ends.
     pub async fn outbox_pending(
         &self,
         limit: i64,
     ) -> Result<Vec<(i64, OutboxMessage)>, StoreError> {
         let rows: Vec<(i64, String, String, Value)> = sqlx::query_as(
-            "SELECT id, subject, msg_id, payload FROM outbox WHERE published_at IS NULL ORDER BY id LIMIT $1",
+            "SELECT id, subject, msg_id, payload FROM outbox WHERE published_at IS NULL \
+             AND (claimed_until IS NULL OR claimed_until <= now()) ORDER BY id LIMIT $1",
         )
         .bind(limit)
         .fetch_all(self.pool())
