@@ -274,7 +274,13 @@ impl Cluster {
                 name: format!("flow-rack-sim-{i}"),
                 program: tools.bin_dir.join("flow-rack-sim"),
                 args: sim_args,
-                env: vec![("RUST_LOG".into(), "warn".into())],
+                // FLOW_BENCH_SIM_LOG=flow_rack_sim=debug logs every
+                // Redfish request the simulator serves (README.md,
+                // "Benchmarks": the requests per component).
+                env: vec![(
+                    "RUST_LOG".into(),
+                    std::env::var("FLOW_BENCH_SIM_LOG").unwrap_or_else(|_| "warn".into()),
+                )],
                 log: work.join(format!("sim-{i}.log")),
                 run_as: None,
             })?;

@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::api;
 use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools};
-use crate::cpu::{CpuReading, CpuWindow};
+use crate::cpu::{CpuReading, CpuWindow, Saturation};
 use crate::ideal::{Ideal, ideal};
 use crate::measure::{RawRate, Results, Spread, raw_jetstream, stage_advance};
 use crate::writes::Writes;
@@ -285,6 +285,7 @@ async fn measure(
     };
     let before = cluster.writes_reading().await?;
     let cpu_before = CpuReading::now(cluster);
+    let saturation = Saturation::start();
     let started = Instant::now();
     let mut tasks = 0;
     for chunk in cluster.racks.chunks(50) {
@@ -310,7 +311,7 @@ async fn measure(
     let limit = ideal.total * 4 + Duration::from_secs(180);
     let statuses = wait_finished(cluster, tasks, limit).await?;
     let wall = started.elapsed();
-    let cpu = CpuWindow::between(&cpu_before, &CpuReading::now(cluster));
+    let cpu = CpuWindow::between(&cpu_before, &CpuReading::now(cluster), saturation);
     // Let the last results arrive at the subscription.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let seen = results.snapshot();
