@@ -78,7 +78,7 @@ struct ToolArgs {
 enum Command {
     /// Run benchmark scenarios (default: all of them) and print a table.
     Run {
-        /// Scenarios: nvl72, site, firmware, scale-w1, scale-w2, scale-w4,
+        /// Scenarios: nvl72, site, site-1000, firmware, scale-w1, scale-w2, scale-w4,
         /// smoke (tests), or all.
         scenarios: Vec<String>,
         /// Override the number of racks of every scenario.
