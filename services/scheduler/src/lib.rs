@@ -33,7 +33,8 @@ pub use service::{JOB_ACK_WAIT, TaskService};
 const STOP_GRACE: Duration = Duration::from_secs(10);
 
 /// How many times a scheduler tries to set up the JetStream topology when
-/// JetStream does not answer in time.
+/// JetStream does not answer in time or cannot place replicas yet
+/// (`flow_jetstream::topology::TopologyError::is_transient`).
 const TOPOLOGY_ATTEMPTS: u32 = 6;
 /// The pause between two such tries.
 const TOPOLOGY_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
@@ -88,16 +89,18 @@ impl Scheduler {
         let js = async_nats::jetstream::new(client.clone());
         // Every scheduler creates the topology at start; on a cluster that
         // is still electing, or busy with the others doing the same, a
-        // request may time out: tried again, a few times, then an error.
+        // request may time out, and one whose meta leader has not yet
+        // heard from a node cannot place replicas: tried again, a few
+        // times, then an error.
         let mut attempt = 1;
         loop {
             match flow_jetstream::topology::ensure(&js, &topology).await {
                 Ok(()) => break,
-                Err(error) if error.is_timeout() && attempt < TOPOLOGY_ATTEMPTS => {
+                Err(error) if error.is_transient() && attempt < TOPOLOGY_ATTEMPTS => {
                     tracing::warn!(
                         attempt,
                         error = %flow_telemetry::ErrorChain(&error),
-                        "JetStream set-up timed out; trying again"
+                        "JetStream set-up not possible yet; trying again"
                     );
                     attempt += 1;
                     tokio::time::sleep(TOPOLOGY_RETRY).await;

@@ -119,6 +119,39 @@ impl TopologyError {
     pub fn is_timeout(&self) -> bool {
         timed_out(self)
     }
+
+    /// Whether trying again may succeed: JetStream did not answer in time,
+    /// or it could not place a stream's replicas because a peer is offline
+    /// now ([`no_peers_now`]) — a node restarting, or a cluster just formed
+    /// whose meta leader has not yet heard from every node. A cluster too
+    /// small for the replicas gets the same answer every time: the
+    /// caller's attempts are bounded.
+    pub fn is_transient(&self) -> bool {
+        timed_out(self) || no_peers_now(self)
+    }
+}
+
+/// Whether `error`, or any error beneath it, is JetStream refusing to
+/// create a stream because no peers could hold its replicas (error code
+/// 10005, "no suitable peers for placement").
+pub fn no_peers_now(error: &(dyn std::error::Error + 'static)) -> bool {
+    use async_nats::jetstream::context::{CreateStreamError, CreateStreamErrorKind};
+    let mut source = Some(error);
+    while let Some(e) = source {
+        let api = e
+            .downcast_ref::<CreateStreamError>()
+            .and_then(|c| match c.kind() {
+                CreateStreamErrorKind::JetStream(api) => Some(api),
+                _ => None,
+            });
+        if api.is_some_and(|api| {
+            api.error_code() == async_nats::jetstream::ErrorCode::CLUSTER_NO_PEERS
+        }) {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// Whether `error`, or any error beneath it, says that JetStream (or the
@@ -452,5 +485,42 @@ mod tests {
             )),
         };
         assert!(!refused.is_timeout());
+    }
+
+    fn refusal(code: usize, err_code: u64, description: &str) -> TopologyError {
+        use async_nats::jetstream::context::{CreateStreamError, CreateStreamErrorKind};
+        let api: async_nats::jetstream::Error = serde_json::from_value(serde_json::json!({
+            "code": code,
+            "err_code": err_code,
+            "description": description,
+        }))
+        .expect("a JetStream API error");
+        TopologyError::Create {
+            what: "stream FLOW_STATE".into(),
+            source: Box::new(CreateStreamError::new(CreateStreamErrorKind::JetStream(
+                api,
+            ))),
+        }
+    }
+
+    #[test]
+    fn no_peers_for_placement_is_worth_another_try_and_other_refusals_are_not() {
+        let offline = refusal(400, 10005, "no suitable peers for placement, peer offline");
+        assert!(offline.is_transient());
+        assert!(!offline.is_timeout());
+        let exists = refusal(
+            400,
+            10058,
+            "stream name already in use with a different configuration",
+        );
+        assert!(!exists.is_transient());
+        let timed_out = TopologyError::Create {
+            what: "stream FLOW_TASKS".into(),
+            source: Box::new(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "jetstream request timed out",
+            )),
+        };
+        assert!(timed_out.is_transient());
     }
 }
