@@ -113,13 +113,6 @@ pub enum TopologyError {
 }
 
 impl TopologyError {
-    /// Whether JetStream did not answer in time (a cluster still electing
-    /// its leaders, or busy with other schedulers creating the same
-    /// topology): worth trying again, unlike a refusal.
-    pub fn is_timeout(&self) -> bool {
-        timed_out(self)
-    }
-
     /// Whether trying again may succeed: JetStream did not answer in time,
     /// or it could not place a stream's replicas because a peer is offline
     /// now ([`no_peers_now`]) — a node restarting, or a cluster just formed
@@ -477,14 +470,14 @@ mod tests {
                 "jetstream request timed out",
             )),
         };
-        assert!(timed_out.is_timeout());
+        assert!(timed_out.is_transient());
         let refused = TopologyError::Create {
             what: "stream FLOW_TASKS".into(),
             source: Box::new(std::io::Error::other(
                 "replicas > 1 not supported in non-clustered mode",
             )),
         };
-        assert!(!refused.is_timeout());
+        assert!(!refused.is_transient());
     }
 
     fn refusal(code: usize, err_code: u64, description: &str) -> TopologyError {
@@ -507,20 +500,12 @@ mod tests {
     fn no_peers_for_placement_is_worth_another_try_and_other_refusals_are_not() {
         let offline = refusal(400, 10005, "no suitable peers for placement, peer offline");
         assert!(offline.is_transient());
-        assert!(!offline.is_timeout());
+        assert!(!timed_out(&offline));
         let exists = refusal(
             400,
             10058,
             "stream name already in use with a different configuration",
         );
         assert!(!exists.is_transient());
-        let timed_out = TopologyError::Create {
-            what: "stream FLOW_TASKS".into(),
-            source: Box::new(std::io::Error::new(
-                std::io::ErrorKind::TimedOut,
-                "jetstream request timed out",
-            )),
-        };
-        assert!(timed_out.is_transient());
     }
 }
