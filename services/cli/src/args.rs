@@ -60,6 +60,76 @@ pub enum Command {
     Event(EventCommand),
     /// The pipeline at a glance: streams, consumers, workers, tasks by status.
     Status,
+    /// Power domains: budgets, the cap on shelves off, spacing between
+    /// power-ons (`docs/operating-safety.md`).
+    #[command(subcommand, name = "power-domain")]
+    PowerDomain(PowerDomainCommand),
+    /// Draw models: inrush, steady draw and settle time per component type.
+    #[command(subcommand, name = "power-model")]
+    PowerModel(PowerModelCommand),
+}
+
+/// `flow power-domain …`.
+#[derive(Debug, Subcommand)]
+pub enum PowerDomainCommand {
+    /// Create a domain or replace its limits (a limit not given is removed).
+    Set {
+        /// The domain, e.g. `row=B`.
+        name: String,
+        /// Its budget in kW.
+        #[arg(long)]
+        budget_kw: Option<f64>,
+        /// Power shelves off at once, at most.
+        #[arg(long)]
+        max_shelves_off: Option<u32>,
+        /// The least time between two power-on commands, e.g. `2s`.
+        #[arg(long)]
+        min_spacing: Option<String>,
+    },
+    /// Every domain: limits, draw counted, shelves off, waiting commands.
+    List,
+    /// One domain, with its racks.
+    Show {
+        /// The domain.
+        name: String,
+    },
+    /// Delete a domain (racks keep naming it, without limits).
+    Delete {
+        /// The domain.
+        name: String,
+    },
+    /// Set the domains a rack belongs to (none given: no domain).
+    Assign {
+        /// The rack (name or ID).
+        rack: String,
+        /// Its domains.
+        domains: Vec<String>,
+    },
+}
+
+/// `flow power-model …`.
+#[derive(Debug, Subcommand)]
+pub enum PowerModelCommand {
+    /// Set the draw of a component type (for one rack model with
+    /// `--rack-model`).
+    Set {
+        /// Compute, NVSwitch or PowerShelf.
+        component_type: String,
+        /// Peak draw at power-on, W.
+        #[arg(long)]
+        inrush_w: u32,
+        /// Draw once settled, W.
+        #[arg(long)]
+        steady_w: u32,
+        /// How long the inrush lasts, e.g. `2s`.
+        #[arg(long)]
+        settle: String,
+        /// Only racks of this model.
+        #[arg(long, default_value = "")]
+        rack_model: String,
+    },
+    /// Every draw model.
+    List,
 }
 
 /// Where a binding applies: `--site` or `--rack R`.

@@ -8,6 +8,7 @@ mod bmc;
 mod event;
 mod input;
 mod out;
+mod power;
 mod remote;
 mod rule;
 mod run;
@@ -81,6 +82,8 @@ async fn main() -> ExitCode {
         Command::EventRule(c) => event::event_rule(s, out, c).await,
         Command::Event(c) => event::event(s, out, c).await,
         Command::Status => status::status(s, out).await,
+        Command::PowerDomain(c) => power::domain(s, out, c).await,
+        Command::PowerModel(c) => power::model(s, out, c).await,
     };
     ExitCode::from(outcome as u8)
 }

@@ -489,6 +489,16 @@ fn print_task(task: &TaskRecord, full: bool) {
             .map(|m| format!(" — {m}"))
             .unwrap_or_default()
     );
+    // Commands power admission holds now, grouped by reason.
+    let mut held: std::collections::BTreeMap<&str, Vec<&str>> = std::collections::BTreeMap::new();
+    for w in &task.power_waits {
+        held.entry(w.reason.as_str())
+            .or_default()
+            .push(w.component.as_str());
+    }
+    for (reason, components) in held {
+        outln!("Held:      {} ({})", reason, components.join(", "));
+    }
     for s in &task.steps {
         outln!("{}", step_line(s));
         if full {

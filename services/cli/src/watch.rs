@@ -109,7 +109,7 @@ pub(crate) async fn watch(client: &Client, out: Output, id: TaskId) -> Result<bo
                         if out.json {
                             continue;
                         }
-                        if let TaskEventKind::StepProgress { stage, component_type, action, done, failed, total, .. } = event.kind {
+                        if let TaskEventKind::StepProgress { stage, component_type, action, done, failed, total, held, waiting, .. } = event.kind {
                             // A step's end is told once, by its record
                             // ("completed", "failed"), not also as "done".
                             if action == "done" && matches!(view, View::Lines(_)) {
@@ -122,6 +122,11 @@ pub(crate) async fn watch(client: &Client, out: Output, id: TaskId) -> Result<bo
                                 component_type.as_str(),
                                 if failed > 0 { format!(", {failed} failed") } else { String::new() },
                             );
+                            // Power admission holding commands: say why.
+                            let line = match waiting {
+                                Some(why) if held > 0 => format!("{line}; {held} held: {why}"),
+                                _ => line,
+                            };
                             view.step(started, key, line, done as u64, total as u64, action);
                         }
                     }

@@ -75,12 +75,15 @@ pub fn update_of(payload: &[u8]) -> Update {
                     done,
                     failed,
                     total,
+                    held,
+                    waiting,
                     ..
                 },
             ..
         }) => Update::Progress(serde_json::json!({
             "stage": stage, "step_index": step_index, "action": action,
             "done": done, "failed": failed, "total": total,
+            "held": held, "waiting": waiting,
         })),
         Ok(TaskEvent { kind, .. }) => Update::Changed(match kind {
             TaskEventKind::StageStarted { .. } => "stage_started",
@@ -216,6 +219,8 @@ mod tests {
                 done: 3,
                 failed: 1,
                 total: 18,
+                held: 2,
+                waiting: Some("waiting for power budget in row=B: 1,180 of 1,200 kW".into()),
             },
         );
         let Update::Progress(v) = update_of(&serde_json::to_vec(&progress).unwrap()) else {
@@ -224,6 +229,11 @@ mod tests {
         assert_eq!(v["step_index"], 2);
         assert_eq!(v["done"], 3);
         assert_eq!(v["total"], 18);
+        assert_eq!(v["held"], 2);
+        assert_eq!(
+            v["waiting"],
+            "waiting for power budget in row=B: 1,180 of 1,200 kW"
+        );
         let finished = TaskEvent::new(
             task,
             2,

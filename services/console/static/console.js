@@ -41,8 +41,10 @@
     bar.dataset.action = p.action;
     bar.querySelector(".done").style.width = (done * 100 / total) + "%";
     bar.querySelector(".failed").style.width = (failed * 100 / total) + "%";
+    bar.dataset.held = String(p.held || 0);
     bar.querySelector(".text").textContent =
-      p.action + " · " + done + "/" + total + (failed ? " · " + failed + " failed" : "");
+      p.action + " · " + done + "/" + total + (failed ? " · " + failed + " failed" : "") +
+      (p.held && p.waiting ? " · " + p.held + " held: " + p.waiting : "");
   }
 
   var source = new EventSource("/live?topic=" + encodeURIComponent(topic));

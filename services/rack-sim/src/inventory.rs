@@ -46,6 +46,7 @@ pub(crate) fn inventory(world: &World) -> Vec<RackSpec> {
                 model: "GB200 NVL72".to_owned(),
                 location: "sim".to_owned(),
                 labels: flow_protocol::labels::Labels::new(),
+                power_domains: Vec::new(),
                 components,
             }
         })

@@ -291,7 +291,11 @@ pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8])
         }
         ep::TaskGet::NAME => {
             serve::<ep::TaskGet, _, _>(body, |r| async move {
-                store.task_record(r.id).await.map_err(store_error)
+                let mut record = store.task_record(r.id).await.map_err(store_error)?;
+                if record.status.is_open() {
+                    record.power_waits = store.power_waits(r.id).await.map_err(store_error)?;
+                }
+                Ok(record)
             })
             .await
         }
@@ -467,6 +471,57 @@ pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8])
                         .await
                         .map_err(store_error)?,
                 })
+            })
+            .await
+        }
+        ep::PowerDomainSet::NAME => {
+            serve::<ep::PowerDomainSet, _, _>(body, |r| async move {
+                store.set_power_domain(&r).await.map_err(store_error)
+            })
+            .await
+        }
+        ep::PowerDomainGet::NAME => {
+            serve::<ep::PowerDomainGet, _, _>(body, |r| async move {
+                store.power_domain(&r.name).await.map_err(store_error)
+            })
+            .await
+        }
+        ep::PowerDomainList::NAME => {
+            serve::<ep::PowerDomainList, _, _>(body, |_| async move {
+                store.list_power_domains().await.map_err(store_error)
+            })
+            .await
+        }
+        ep::PowerDomainDelete::NAME => {
+            serve::<ep::PowerDomainDelete, _, _>(body, |r| async move {
+                store
+                    .delete_power_domain(&r.name)
+                    .await
+                    .map_err(store_error)
+            })
+            .await
+        }
+        ep::PowerModelSet::NAME => {
+            serve::<ep::PowerModelSet, _, _>(body, |r| async move {
+                store.set_power_model(&r).await.map_err(store_error)
+            })
+            .await
+        }
+        ep::PowerModelList::NAME => {
+            serve::<ep::PowerModelList, _, _>(body, |_| async move {
+                store.list_power_models().await.map_err(store_error)
+            })
+            .await
+        }
+        ep::RackPowerDomains::NAME => {
+            serve::<ep::RackPowerDomains, _, _>(body, |r| async move {
+                store.set_rack_power_domains(&r).await.map_err(store_error)
+            })
+            .await
+        }
+        ep::PowerAdmit::NAME => {
+            serve::<ep::PowerAdmit, _, _>(body, |r| async move {
+                store.admit_power(&r).await.map_err(store_error)
             })
             .await
         }

@@ -277,6 +277,8 @@ impl TaskService {
                 not_before_ms: request.not_before.map(timestamp::to_ms),
                 not_after_ms: request.not_after.map(timestamp::to_ms),
             },
+            power_domains: record.power_domains.clone(),
+            emergency: matches!(origin, Origin::Event(_)),
         });
         let state = TaskState::planned(TaskId::new(), record.id, task_plan, &planned);
         let new = NewTask {

@@ -469,6 +469,57 @@ fn endpoint_cases() -> Vec<Case> {
             ("limit", json!("x")),
             None,
         ),
+        (
+            endpoint::PowerDomainSet::NAME,
+            json!({"name": "row=B", "budget_kw": 1200.0}),
+            ("budget_kw", json!("lots")),
+            Some("name"),
+        ),
+        (
+            endpoint::PowerDomainGet::NAME,
+            json!({"name": "row=B"}),
+            ("name", json!("row B")),
+            Some("name"),
+        ),
+        (
+            endpoint::PowerDomainList::NAME,
+            json!({}),
+            ("name", json!(1)),
+            None,
+        ),
+        (
+            endpoint::PowerDomainDelete::NAME,
+            json!({"name": "row=B"}),
+            ("name", json!([])),
+            Some("name"),
+        ),
+        (
+            endpoint::PowerModelSet::NAME,
+            json!({"component_type": "Compute", "inrush_w": 9000, "steady_w": 5400,
+                   "settle_ms": 2000}),
+            ("component_type", json!("Toaster")),
+            Some("steady_w"),
+        ),
+        (
+            endpoint::PowerModelList::NAME,
+            json!({}),
+            ("rack_model", json!(1)),
+            None,
+        ),
+        (
+            endpoint::RackPowerDomains::NAME,
+            json!({"rack": "rack-01", "domains": ["row=B"]}),
+            ("domains", json!("row=B")),
+            Some("domains"),
+        ),
+        (
+            endpoint::PowerAdmit::NAME,
+            json!({"task": id, "rack": "rack-01", "component": "compute-01",
+                   "component_type": "Compute", "operation": "power_on",
+                   "domains": ["row=B"]}),
+            ("operation", json!("power_up")),
+            Some("operation"),
+        ),
     ]
 }
 
@@ -502,6 +553,8 @@ async fn every_endpoint_answers_hostile_requests_with_an_error_naming_the_field(
             endpoint::RackList::NAME,
             endpoint::EventRuleList::NAME,
             endpoint::EventRuleBindings::NAME,
+            endpoint::PowerDomainList::NAME,
+            endpoint::PowerModelList::NAME,
         ]
         .contains(&name)
         {

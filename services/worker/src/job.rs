@@ -102,6 +102,10 @@ impl Job<'_> {
             .unwrap_or_else(|| clock.now_ms());
         let task = job.id.task;
         let is_cancelled = || self.cancelled.contains(task);
+        let gate = crate::admit::NatsGate {
+            nats: self.js.client(),
+            task,
+        };
         let mut last_report = None;
         // The last held wait's signals, kept while the step goes on here.
         let mut wake = None;
@@ -109,7 +113,15 @@ impl Job<'_> {
             let progress = {
                 // Keeps the job alive while a long call runs.
                 let _alive = KeepAlive::start(&message, self.keep_alive);
-                advance(&job.job, &mut cp, self.registry, &clock, &is_cancelled).await
+                advance(
+                    &job.job,
+                    &mut cp,
+                    self.registry,
+                    &clock,
+                    &gate,
+                    &is_cancelled,
+                )
+                .await
             };
             progress::report(&self.js, &job, &cp, &mut last_report).await;
             let outcome = match progress {

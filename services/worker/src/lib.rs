@@ -17,6 +17,7 @@
 //! to count and time hardware calls.
 
 pub mod ack;
+mod admit;
 pub mod cancel_marks;
 pub mod checkpoint;
 mod hold;

@@ -55,7 +55,7 @@ impl Drop for KeepAlive {
 
 /// Where a step stands for watchers: the action, components done and
 /// failed.
-type Seen = (usize, usize, usize);
+type Seen = (usize, usize, usize, Option<String>);
 
 /// Publishes a `step_progress` event when the current action or the count
 /// of finished components changed since `last` (best effort: progress is
@@ -73,8 +73,15 @@ pub async fn report(
             .count()
     };
     let (done, failed) = (count(ComponentStatus::Done), count(ComponentStatus::Failed));
-    let now = (cp.action, done, failed);
-    if *last == Some(now) {
+    let active = || {
+        cp.components
+            .values()
+            .filter(|c| c.status == ComponentStatus::Active)
+    };
+    let held = active().filter(|c| c.held.is_some()).count();
+    let waiting = active().find_map(|c| c.held.clone());
+    let now = (cp.action, done, failed, waiting.clone());
+    if last.as_ref() == Some(&now) {
         return;
     }
     *last = Some(now);
@@ -90,6 +97,8 @@ pub async fn report(
             done,
             failed,
             total: job.job.components.len(),
+            held,
+            waiting,
         },
     );
     if let Ok(body) = serde_json::to_vec(&event) {

@@ -47,6 +47,10 @@ pub struct ComponentState {
     /// The firmware version a finished `FirmwareControl` left it with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub installed_version: Option<String>,
+    /// Why power admission holds its command now (`waiting for power budget
+    /// in row=B: 1,180 of 1,200 kW`); cleared when the command goes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<String>,
 }
 
 impl Checkpoint {
@@ -75,6 +79,7 @@ impl ComponentState {
             poll_deadline_ms: None,
             failing_since_ms: None,
             installed_version: None,
+            held: None,
         }
     }
 }

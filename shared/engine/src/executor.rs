@@ -8,12 +8,14 @@ use flow_hardware::{
     ComponentManager, ComponentTarget, DecommissionState, ErrorClass, FirmwareRequest,
     FirmwareStart, FirmwareState, HardwareError, ManagerRegistry, PowerOutcome, PowerStatus,
 };
+use flow_protocol::power::Admission;
 use flow_rules::defaults::{DECOMMISSION_CONTROL_ATTEMPTS, DECOMMISSION_CONTROL_TIMEOUT};
 use flow_rules::duration::format_short;
 use flow_rules::{
     Action, ActionName, ComponentType, OperationCode, PowerOperation, PowerState, RetryPolicy,
 };
 
+use crate::admission::{GateRequest, PowerGate, gated};
 use crate::checkpoint::{ActionRecord, ComponentState, ComponentStatus};
 use crate::clock::after;
 use crate::{Checkpoint, Clock, StepJob};
@@ -176,6 +178,71 @@ enum Call {
     Again(u64),
     /// The component failed the action.
     Fail(String),
+    /// Power admission holds the command until this time (epoch ms): no
+    /// call was made (`shared/engine/src/admission.rs`).
+    Held(u64),
+}
+
+/// Why a power command may not go now.
+enum Held {
+    /// Ask again at this time; the reason is shown to operators.
+    Until(u64, String),
+    /// It never can, as its domain stands.
+    Refused(String),
+}
+
+impl Held {
+    fn reason(&self) -> Option<String> {
+        match self {
+            Held::Until(_, reason) => Some(reason.clone()),
+            Held::Refused(_) => None,
+        }
+    }
+}
+
+/// How long a command waits before asking again when admission did not
+/// answer (the command is never sent unadmitted).
+const GATE_RETRY_MS: u64 = 1_000;
+
+/// Asks the power gate whether `op` may go to `target` now; `None` = go.
+/// Steps of racks in no power domain never ask.
+async fn admit(
+    job: &StepJob,
+    gate: &dyn PowerGate,
+    target: &ComponentTarget,
+    op: PowerOperation,
+    limit: Duration,
+    now: u64,
+) -> Option<Held> {
+    if job.power_domains.is_empty() || !gated(target.component_type, op) {
+        return None;
+    }
+    let request = GateRequest {
+        rack: &target.rack,
+        component: &target.name,
+        component_type: target.component_type,
+        operation: op,
+    };
+    match tokio::time::timeout(limit, gate.admit(job, request)).await {
+        Ok(Ok(Admission::Granted)) => None,
+        Ok(Ok(Admission::Wait { until_ms, reason })) => {
+            Some(Held::Until(until_ms.max(now), reason))
+        }
+        Ok(Ok(Admission::Refused { reason })) => {
+            Some(Held::Refused(format!("power admission refused: {reason}")))
+        }
+        Ok(Err(error)) => Some(Held::Until(
+            now + GATE_RETRY_MS,
+            format!("waiting for power admission, not answered: {error}"),
+        )),
+        Err(_) => Some(Held::Until(
+            now + GATE_RETRY_MS,
+            format!(
+                "waiting for power admission, not answered within {}",
+                format_short(limit)
+            ),
+        )),
+    }
 }
 
 /// The label of the step's action at `index` (`main_operation (PowerControl)`).
@@ -207,6 +274,7 @@ pub async fn advance(
     cp: &mut Checkpoint,
     hardware: &ManagerRegistry,
     clock: &dyn Clock,
+    gate: &dyn PowerGate,
     cancelled: &(dyn Fn() -> bool + Sync),
 ) -> Progress {
     let list = actions(job);
@@ -237,7 +305,7 @@ pub async fn advance(
                 )
                 .await
             }
-            _ => per_component(job, cp, hardware, clock, label, action).await,
+            _ => per_component(job, cp, hardware, clock, gate, label, action).await,
         };
         match outcome {
             Ok(None) => {
@@ -399,6 +467,7 @@ async fn per_component(
     cp: &mut Checkpoint,
     hardware: &ManagerRegistry,
     clock: &dyn Clock,
+    gate: &dyn PowerGate,
     label: &str,
     action: &Action,
 ) -> ActionOutcome {
@@ -438,7 +507,8 @@ async fn per_component(
                 let started = state.started_ms.unwrap_or(action_started);
                 async move {
                     let mut state = state;
-                    let call = one_call(job, action, manager, c, &mut state, now, started).await;
+                    let call =
+                        one_call(job, action, manager, gate, c, &mut state, now, started).await;
                     (c.name.clone(), state, call)
                 }
             });
@@ -447,6 +517,12 @@ async fn per_component(
             // interval is the pause after an answer, not after a request).
             let spent = clock.now_ms().saturating_sub(now);
             for (name, mut state, call) in results {
+                // Held by power admission: no call was made.
+                if let Call::Held(at) = call {
+                    state.next_at_ms = at;
+                    cp.components.insert(name, state);
+                    continue;
+                }
                 cp.calls += 1;
                 // This call's error: a failure's, or a retried or polled
                 // error it left on the state.
@@ -472,6 +548,7 @@ async fn per_component(
                         }
                     }
                     Call::Again(at) => state.next_at_ms = at.saturating_add(spent),
+                    Call::Held(_) => {}
                     Call::Fail(error) => {
                         state.status = ComponentStatus::Failed;
                         state.last_error = Some(error);
@@ -605,10 +682,12 @@ fn status_text(s: PowerStatus) -> &'static str {
 
 /// One call of `action` for one component.
 #[allow(clippy::too_many_lines)]
+#[allow(clippy::too_many_arguments)]
 async fn one_call(
     job: &StepJob,
     action: &Action,
     manager: &dyn ComponentManager,
+    gate: &dyn PowerGate,
     target: &ComponentTarget,
     state: &mut ComponentState,
     now: u64,
@@ -622,6 +701,14 @@ async fn one_call(
                 Ok(op) => op,
                 Err(e) => return Call::Fail(e.record()),
             };
+            if let Some(held) = admit(job, gate, target, op, limit, now).await {
+                state.held = held.reason();
+                match held {
+                    Held::Until(at, _) => return Call::Held(at),
+                    Held::Refused(reason) => return Call::Fail(reason),
+                }
+            }
+            state.held = None;
             match timed(limit, manager.power_control(target, op)).await {
                 Ok(PowerOutcome::Issued { reset_type }) => Call::Done(format!("sent {reset_type}")),
                 Ok(PowerOutcome::AlreadyInState { state }) => {

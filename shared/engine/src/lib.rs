@@ -24,6 +24,7 @@
 //! paused clock and a fake manager, and against the rack simulator with
 //! compressed time, with no message bus.
 
+pub mod admission;
 pub mod calendar;
 pub mod checkpoint;
 pub mod clock;

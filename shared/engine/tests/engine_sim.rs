@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use flow_engine::admission::Ungated;
 use flow_engine::{
     Checkpoint, Clock, FirmwareImage, Progress, StepJob, SystemClock, advance, plan,
 };
@@ -183,6 +184,8 @@ impl Env {
             step,
             all_components: all,
             firmware: BTreeMap::new(),
+            power_domains: Vec::new(),
+            emergency: false,
         }
     }
 
@@ -220,7 +223,7 @@ async fn run_with(
     loop {
         let mut cp: Checkpoint = serde_json::from_str(&saved).unwrap();
         let before = clock.now_ms();
-        let progress = advance(&job, &mut cp, registry, &clock, cancelled).await;
+        let progress = advance(&job, &mut cp, registry, &clock, &Ungated, cancelled).await;
         saved = serde_json::to_string(&cp).unwrap();
         match progress {
             Progress::WaitUntil(t) => {
@@ -369,7 +372,8 @@ async fn waits_are_returned_not_slept_and_verification_times_out_on_a_stuck_comp
     let mut cp = Checkpoint::default();
     let clock = SystemClock;
     let t0 = clock.now_ms();
-    let Progress::WaitUntil(until) = advance(&job, &mut cp, &env.registry, &clock, &|| false).await
+    let Progress::WaitUntil(until) =
+        advance(&job, &mut cp, &env.registry, &clock, &Ungated, &|| false).await
     else {
         panic!("a sleep must be returned as a wait")
     };
@@ -413,7 +417,15 @@ async fn cancellation_stops_at_the_next_action_boundary() {
     let calls = std::sync::atomic::AtomicUsize::new(0);
     // Not cancelled for the first action, cancelled before the second.
     let cancelled = || calls.fetch_add(1, Ordering::SeqCst) >= 1;
-    let p = advance(&job, &mut cp, &env.registry, &SystemClock, &cancelled).await;
+    let p = advance(
+        &job,
+        &mut cp,
+        &env.registry,
+        &SystemClock,
+        &Ungated,
+        &cancelled,
+    )
+    .await;
     assert_eq!(p, Progress::Cancelled);
     assert_eq!(
         cp.action, 1,

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use flow_engine::admission::Ungated;
 use flow_engine::{Checkpoint, Clock, Progress, StepJob, advance};
 use flow_hardware::catalog::BMC_CAPABILITIES;
 use flow_hardware::{
@@ -222,6 +223,8 @@ fn job(step: serde_json::Value, n: usize) -> StepJob {
         all_components: [(ComponentType::Compute, components.clone())].into(),
         components,
         firmware: BTreeMap::new(),
+        power_domains: Vec::new(),
+        emergency: false,
     }
 }
 
@@ -242,7 +245,7 @@ async fn drive(
 ) -> (Progress, Checkpoint) {
     let mut cp = Checkpoint::default();
     loop {
-        match advance(job, &mut cp, registry, clock, &|| false).await {
+        match advance(job, &mut cp, registry, clock, &Ungated, &|| false).await {
             Progress::WaitUntil(at) => {
                 assert!(at > clock.now_ms(), "a wait in the past: {at}");
                 tokio::time::sleep_until(clock.instant(at)).await;

@@ -70,6 +70,8 @@ fn planned_with(rule: RuleDefinition) -> TaskState {
         firmware: BTreeMap::new(),
         readiness_wait_ms: None,
         window: Window::default(),
+        power_domains: Vec::new(),
+        emergency: false,
     });
     TaskState::planned(TaskId::new(), RackId::new(), task_plan, &plan)
 }

@@ -301,6 +301,22 @@ pub mod endpoint {
         EventGet = "event.get": crate::event::EventById => crate::event::EventRecord;
         /// List events, newest first.
         EventList = "event.list": crate::event::EventList => crate::event::EventListReply;
+        /// Create a power domain or replace its limits.
+        PowerDomainSet = "power_domain.set": crate::power::PowerDomainSet => crate::power::PowerDomainRecord;
+        /// A power domain: limits, racks, draw in use, waiting commands.
+        PowerDomainGet = "power_domain.get": crate::power::PowerDomainByName => crate::power::PowerDomainRecord;
+        /// Every power domain.
+        PowerDomainList = "power_domain.list": crate::power::PowerDomainList => crate::power::PowerDomainListReply;
+        /// Delete a power domain (racks naming it keep the name, unlimited).
+        PowerDomainDelete = "power_domain.delete": crate::power::PowerDomainByName => crate::power::PowerDomainDeleteReply;
+        /// Set the draw of a component type (for a rack model).
+        PowerModelSet = "power_model.set": crate::power::PowerModelSet => crate::power::PowerModelSet;
+        /// Every draw model, defaults included.
+        PowerModelList = "power_model.list": crate::power::PowerModelList => crate::power::PowerModelListReply;
+        /// Replace the power domains a rack belongs to.
+        RackPowerDomains = "rack.power_domains": crate::power::RackPowerDomains => RackRecord;
+        /// May this power command go now (budget, spacing, shelves off)? Asked by workers.
+        PowerAdmit = "power.admit": crate::power::PowerAdmit => crate::power::Admission;
     }
 }
 
@@ -1151,6 +1167,9 @@ pub struct RackRecord {
     /// Labels.
     #[serde(default)]
     pub labels: crate::labels::Labels,
+    /// The power domains it belongs to.
+    #[serde(default)]
+    pub power_domains: Vec<crate::power::DomainName>,
     /// Components, by type then slot then name.
     pub components: Vec<ComponentRecord>,
     /// Rules bound to it.

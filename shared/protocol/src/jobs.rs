@@ -150,6 +150,14 @@ pub struct StepJob {
     /// Firmware images by type (firmware tasks).
     #[serde(default)]
     pub firmware: BTreeMap<ComponentType, FirmwareImage>,
+    /// The power domains of the rack, as the task read them at submission
+    /// (empty: its power commands ask no admission).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub power_domains: Vec<crate::power::DomainName>,
+    /// A task of an event rule (a leak's power-off): the shelves-off cap
+    /// does not hold it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub emergency: bool,
 }
 
 /// Steps travel in their canonical JSON form and are validated on arrival.

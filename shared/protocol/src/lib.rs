@@ -10,6 +10,7 @@ pub mod ids;
 pub mod jobs;
 pub mod labels;
 pub mod partition;
+pub mod power;
 pub mod rack;
 pub mod readiness;
 pub mod run;

@@ -30,6 +30,11 @@ pub struct RackSpec {
     /// by.
     #[serde(default, skip_serializing_if = "crate::labels::Labels::is_empty")]
     pub labels: crate::labels::Labels,
+    /// The power domains it belongs to (`site`, `row=B`, a PDU): each
+    /// power-on in it takes a share of their budgets
+    /// (`docs/operating-safety.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub power_domains: Vec<crate::power::DomainName>,
     /// Its components.
     #[serde(default)]
     pub components: Vec<ComponentSpec>,

@@ -182,6 +182,10 @@ pub struct TaskRecord {
     /// The hardware event whose rule submitted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_id: Option<crate::ids::EventId>,
+    /// Its commands power admission holds now, and why
+    /// (`docs/operating-safety.md`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub power_waits: Vec<crate::power::PowerWait>,
     /// Its steps, by stage then index.
     pub steps: Vec<StepRecord>,
 }
@@ -295,7 +299,18 @@ pub enum TaskEventKind {
         failed: usize,
         /// The step's components.
         total: usize,
+        /// Components whose command power admission holds now.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        held: usize,
+        /// Why (the first held component's reason): `waiting for power
+        /// budget in row=B: 1,180 of 1,200 kW`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        waiting: Option<String>,
     },
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl TaskEvent {

@@ -4,7 +4,7 @@
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use crate::{ComponentType, OperationCode, OperationType};
+use crate::{ComponentType, OperationCode, OperationType, PowerOperation};
 
 macro_rules! as_string {
     ($ty:ty) => {
@@ -26,3 +26,4 @@ macro_rules! as_string {
 as_string!(ComponentType);
 as_string!(OperationType);
 as_string!(OperationCode);
+as_string!(PowerOperation);

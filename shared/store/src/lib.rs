@@ -7,6 +7,7 @@
 mod error;
 pub mod events;
 pub mod hosts;
+pub mod power;
 mod racks;
 mod resolve;
 mod rows;

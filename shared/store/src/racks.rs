@@ -8,6 +8,7 @@ use flow_protocol::api::{
 };
 use flow_protocol::ids::RackRef;
 use flow_protocol::labels::{self, Labels};
+use flow_protocol::power::DomainName;
 use flow_protocol::rack::RackSpec;
 use flow_protocol::readiness::ComponentStatus;
 use flow_protocol::{ComponentId, RackId};
@@ -62,8 +63,8 @@ impl Store {
         let mut tx = self.pool().begin().await?;
         let id = RackId::new();
         let inserted = sqlx::query(
-            "INSERT INTO racks (id, name, manufacturer, model, serial, location, labels) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+            "INSERT INTO racks (id, name, manufacturer, model, serial, location, labels, \
+             power_domains) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
         )
         .bind(id.as_uuid())
         .bind(&spec.name)
@@ -72,6 +73,12 @@ impl Store {
         .bind(&spec.serial)
         .bind(&spec.location)
         .bind(sqlx::types::Json(&spec.labels))
+        .bind(
+            spec.power_domains
+                .iter()
+                .map(DomainName::as_str)
+                .collect::<Vec<_>>(),
+        )
         .execute(&mut *tx)
         .await;
         if let Err(e) = inserted {
@@ -122,8 +129,8 @@ impl Store {
     /// name, with its component counts.
     pub async fn list_racks(&self, labels: &Labels) -> Result<RackListReply, StoreError> {
         let racks: Vec<RackRow> = sqlx::query_as(
-            "SELECT id, name, manufacturer, model, serial, location, labels, created_at \
-             FROM racks WHERE labels @> $1 ORDER BY name",
+            "SELECT id, name, manufacturer, model, serial, location, labels, created_at, \
+             power_domains FROM racks WHERE labels @> $1 ORDER BY name",
         )
         .bind(sqlx::types::Json(labels))
         .fetch_all(self.pool())
@@ -316,10 +323,13 @@ impl Store {
     }
 }
 
-async fn rack_record(conn: &mut PgConnection, id: RackId) -> Result<RackRecord, StoreError> {
+pub(crate) async fn rack_record(
+    conn: &mut PgConnection,
+    id: RackId,
+) -> Result<RackRecord, StoreError> {
     let rack: RackRow = sqlx::query_as(
-        "SELECT id, name, manufacturer, model, serial, location, labels, created_at \
-         FROM racks WHERE id = $1",
+        "SELECT id, name, manufacturer, model, serial, location, labels, created_at, \
+         power_domains FROM racks WHERE id = $1",
     )
     .bind(id.as_uuid())
     .fetch_one(&mut *conn)
@@ -341,6 +351,11 @@ async fn rack_record(conn: &mut PgConnection, id: RackId) -> Result<RackRecord, 
         serial: rack.serial,
         location: rack.location,
         labels: rack.labels.0,
+        power_domains: rack
+            .power_domains
+            .into_iter()
+            .filter_map(|d| DomainName::try_from(d).ok())
+            .collect(),
         components: rows
             .into_iter()
             .map(ComponentRow::into_domain)

@@ -148,6 +148,7 @@ pub(crate) struct RackRow {
     pub location: String,
     pub labels: sqlx::types::Json<flow_protocol::labels::Labels>,
     pub created_at: OffsetDateTime,
+    pub power_domains: Vec<String>,
 }
 
 #[derive(Debug, sqlx::FromRow)]

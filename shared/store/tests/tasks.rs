@@ -69,6 +69,8 @@ impl Env {
             firmware: BTreeMap::new(),
             readiness_wait_ms: None,
             window: Window::default(),
+            power_domains: Vec::new(),
+            emergency: false,
         });
         TaskState::planned(TaskId::new(), self.rack, task_plan, &planned)
     }

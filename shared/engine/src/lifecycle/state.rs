@@ -30,6 +30,10 @@ pub struct TaskPlan {
     pub readiness_wait_ms: Option<u64>,
     /// When it may start.
     pub window: Window,
+    /// Its rack's power domains, read at submission.
+    pub power_domains: Vec<flow_protocol::power::DomainName>,
+    /// A task of an event rule (not held by the shelves-off cap).
+    pub emergency: bool,
 }
 
 /// When a task may start (epoch ms): not before the first, not after the
@@ -83,6 +87,8 @@ impl TaskPlan {
                 .unwrap_or_default(),
             all_components: self.components.clone(),
             firmware: self.firmware.clone(),
+            power_domains: self.power_domains.clone(),
+            emergency: self.emergency,
             step,
         })
     }

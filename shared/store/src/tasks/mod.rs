@@ -10,6 +10,7 @@ mod pending;
 mod read;
 mod rows;
 
+use flow_protocol::power::DomainName;
 use std::collections::HashMap;
 
 use flow_engine::lifecycle::queue::{OpenTask, RackTasks};
@@ -246,9 +247,9 @@ impl TaskTx {
              status, rule_id, rule_revision, rule_source, rule_name, rule_snapshot, components, \
              firmware, current_stage, message, cancel_requested_at, started_at, finished_at, \
              queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, \
-             not_after, schedule_id, run_id, event_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
-             $12, $13, $14, $15, $16, CASE WHEN $17 THEN now() END, $18, $19, $20, $21, $22, $23, \
-             $24, $25, $26, $27, $28)",
+             not_after, schedule_id, run_id, event_id, power_domains) VALUES ($1, $2, $3, $4, $5, $6, \
+             $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, CASE WHEN $17 THEN now() END, $18, $19, \
+             $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)",
         )
         .bind(state.id.as_uuid())
         .bind(&new.request_id)
@@ -287,6 +288,12 @@ impl TaskTx {
             Origin::Event(e) => Some(e.as_uuid()),
             _ => None,
         })
+        .bind(
+            plan.power_domains
+                .iter()
+                .map(DomainName::as_str)
+                .collect::<Vec<_>>(),
+        )
         .execute(self.conn().await?)
         .await?;
         for step in &state.steps {

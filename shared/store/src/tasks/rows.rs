@@ -3,6 +3,7 @@
 //! one mapping (`as_str` / `FromStr` in `flow-protocol`); times are
 //! converted between `timestamptz` and epoch milliseconds here only.
 
+use flow_protocol::power::DomainName;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -27,7 +28,7 @@ macro_rules! task_columns {
          rule_revision, rule_source, rule_name, rule_snapshot, components, firmware, \
          current_stage, message, cancel_requested_at, created_at, started_at, finished_at, \
          queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, not_after, \
-         schedule_id, run_id, event_id"
+         schedule_id, run_id, event_id, power_domains"
     };
 }
 pub(crate) use task_columns;
@@ -72,6 +73,7 @@ pub(crate) struct TaskRow {
     pub schedule_id: Option<Uuid>,
     pub run_id: Option<Uuid>,
     pub event_id: Option<Uuid>,
+    pub power_domains: Vec<String>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -189,6 +191,12 @@ impl TaskRow {
                 not_before_ms: self.not_before.map(ms),
                 not_after_ms: self.not_after.map(ms),
             },
+            power_domains: self
+                .power_domains
+                .iter()
+                .map(|d| DomainName::try_from(d.clone()).map_err(|e| corrupt(self.what(), e)))
+                .collect::<Result<_, _>>()?,
+            emergency: self.event_id.is_some(),
         })
     }
 
@@ -248,6 +256,7 @@ impl TaskRow {
             schedule_id: self.schedule_id.map(flow_protocol::ScheduleId),
             run_id: self.run_id.map(flow_protocol::RunId),
             event_id: self.event_id.map(flow_protocol::EventId),
+            power_waits: Vec::new(),
             steps: steps
                 .into_iter()
                 .map(|s| s.into_record(&what))

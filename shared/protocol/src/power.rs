@@ -1,0 +1,288 @@
+//! Power domains, draw models and admission: the requests and replies of
+//! `power_domain.*`, `power_model.*`, `rack.power_domains` and
+//! `power.admit` (`docs/operating-safety.md`).
+//!
+//! A rack names the domains it belongs to (`site`, `row=B`, a PDU); each
+//! domain may carry a budget (kW), a cap on power shelves off at once and
+//! a minimum spacing between power-on commands. Before a worker sends a
+//! power-on or a reset it asks `power.admit`; the answer is a grant, a
+//! wait (until when, and why) or a refusal (the budget can never fit).
+
+use serde::{Deserialize, Serialize};
+use time::OffsetDateTime;
+
+use flow_rules::{ComponentType, PowerOperation};
+
+use crate::TaskId;
+use crate::ids::RackRef;
+
+/// A domain's name: label-like, 1–64 characters of `a-z A-Z 0-9 . _ - = /
+/// :`, starting with a letter or digit (`site`, `row=B`, `pdu/3`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct DomainName(String);
+
+impl DomainName {
+    /// The name as written.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for DomainName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl TryFrom<String> for DomainName {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, Self::Error> {
+        let ok_char =
+            |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '=' | '/' | ':');
+        if name.is_empty() || name.len() > 64 {
+            return Err(format!(
+                "power domain name {name:?} must be 1 to 64 characters"
+            ));
+        }
+        if !name.starts_with(|c: char| c.is_ascii_alphanumeric()) || !name.chars().all(ok_char) {
+            return Err(format!(
+                "power domain name {name:?} may hold only letters, digits and . _ - = / : and must start with a letter or digit"
+            ));
+        }
+        Ok(DomainName(name))
+    }
+}
+
+impl std::str::FromStr for DomainName {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        DomainName::try_from(s.to_owned())
+    }
+}
+
+impl From<DomainName> for String {
+    fn from(name: DomainName) -> String {
+        name.0
+    }
+}
+
+/// `power_domain.set`: creates a domain or replaces its limits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerDomainSet {
+    /// The domain.
+    pub name: DomainName,
+    /// Its budget in kW (`None`: no budget).
+    #[serde(default)]
+    pub budget_kw: Option<f64>,
+    /// How many power shelves may be off at once (`None`: no cap).
+    #[serde(default)]
+    pub max_shelves_off: Option<u32>,
+    /// The least time between two power-on commands in the domain, ms.
+    #[serde(default)]
+    pub min_spacing_ms: Option<u64>,
+}
+
+/// `power_domain.get`, `power_domain.delete`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerDomainByName {
+    /// The domain.
+    pub name: DomainName,
+}
+
+/// `power_domain.list`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerDomainList {}
+
+/// A domain as it stands.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerDomainRecord {
+    /// Its name.
+    pub name: DomainName,
+    /// Its budget, kW.
+    pub budget_kw: Option<f64>,
+    /// The cap on shelves off at once.
+    pub max_shelves_off: Option<u32>,
+    /// The spacing between power-on commands, ms.
+    pub min_spacing_ms: Option<u64>,
+    /// Racks that name it.
+    pub racks: Vec<String>,
+    /// Every component of those racks at its steady draw, kW: the part of
+    /// the budget held whatever runs.
+    pub steady_kw: f64,
+    /// Inrush granted and not yet settled, kW.
+    pub inrush_kw: f64,
+    /// Power shelves Flow turned off and has not turned on again.
+    pub shelves_off: u32,
+    /// Commands waiting for it now.
+    pub waiting: u32,
+    /// Last changed.
+    #[serde(with = "time::serde::rfc3339")]
+    pub updated_at: OffsetDateTime,
+}
+
+impl PowerDomainRecord {
+    /// What is counted against the budget now, kW.
+    pub fn in_use_kw(&self) -> f64 {
+        self.steady_kw + self.inrush_kw
+    }
+}
+
+/// `power_domain.list` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerDomainListReply {
+    /// Domains by name.
+    pub domains: Vec<PowerDomainRecord>,
+}
+
+/// `power_domain.delete` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerDomainDeleteReply {
+    /// False when no such domain existed.
+    pub deleted: bool,
+}
+
+/// `power_model.set`: the draw of a component type (for one rack model,
+/// or every model when `rack_model` is empty).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerModelSet {
+    /// The component type.
+    pub component_type: ComponentType,
+    /// The rack model it applies to (`""`: every model without its own).
+    #[serde(default)]
+    pub rack_model: String,
+    /// Peak draw at power-on, W.
+    pub inrush_w: u32,
+    /// Draw once settled, W.
+    pub steady_w: u32,
+    /// How long the inrush lasts, ms.
+    pub settle_ms: u32,
+}
+
+/// `power_model.list`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerModelList {}
+
+/// `power_model.list` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerModelListReply {
+    /// Models by type, then rack model (`""` first).
+    pub models: Vec<PowerModelSet>,
+}
+
+/// `rack.power_domains`: replaces the domains a rack belongs to.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RackPowerDomains {
+    /// The rack, by ID or name.
+    pub rack: RackRef,
+    /// Its domains (empty: none).
+    pub domains: Vec<DomainName>,
+}
+
+/// `power.admit`: may this command go now? Asked by workers before a
+/// power-on or a reset (budget, spacing) and before a power shelf's
+/// power-off (the shelves-off cap).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PowerAdmit {
+    /// The task sending it.
+    pub task: TaskId,
+    /// The component's rack (name).
+    pub rack: String,
+    /// The component (name).
+    pub component: String,
+    /// Its type.
+    pub component_type: ComponentType,
+    /// The command.
+    pub operation: PowerOperation,
+    /// The domains of the rack, as the task's plan read them.
+    pub domains: Vec<DomainName>,
+    /// An emergency (a task of an event rule, e.g. a leak's power-off): not
+    /// held by the shelves-off cap.
+    #[serde(default)]
+    pub emergency: bool,
+}
+
+/// `power.admit` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "decision")]
+pub enum Admission {
+    /// Send it now.
+    Granted,
+    /// Ask again at `until_ms` (epoch ms).
+    Wait {
+        /// When to ask again.
+        until_ms: u64,
+        /// Why, for the operator: `waiting for power budget in row=B: 1,180 of 1,200 kW`.
+        reason: String,
+    },
+    /// It can never be admitted as the domain stands (its budget is below
+    /// the steady draw plus this inrush with nothing else in flight).
+    Refused {
+        /// Why, naming the domain.
+        reason: String,
+    },
+}
+
+/// Whether a power operation draws an inrush (a power-on or any reset):
+/// such commands take a share of their domains' budgets.
+pub fn draws_inrush(op: PowerOperation) -> bool {
+    !matches!(op, PowerOperation::PowerOff | PowerOperation::ForcePowerOff)
+}
+
+/// One command waiting for a domain, for `task show`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerWait {
+    /// The component.
+    pub component: String,
+    /// Why it waits.
+    pub reason: String,
+    /// Since when.
+    #[serde(with = "time::serde::rfc3339")]
+    pub since: OffsetDateTime,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn domain_names_are_label_like() {
+        for ok in ["site", "row=B", "pdu/3", "busway-2.a", "zone:east"] {
+            assert!(ok.parse::<DomainName>().is_ok(), "{ok}");
+        }
+        for bad in ["", "=B", "row B", "row;B", &"x".repeat(65)] {
+            let e = bad.parse::<DomainName>().unwrap_err();
+            assert!(e.contains("power domain name"), "{e}");
+        }
+    }
+
+    #[test]
+    fn offs_draw_no_inrush_and_every_other_command_does() {
+        let drawing: Vec<_> = PowerOperation::ALL
+            .into_iter()
+            .filter(|op| draws_inrush(*op))
+            .collect();
+        assert_eq!(drawing.len(), 6);
+        assert!(!draws_inrush(PowerOperation::ForcePowerOff));
+    }
+
+    #[test]
+    fn admission_is_tagged_by_decision() {
+        let wait = Admission::Wait {
+            until_ms: 5,
+            reason: "r".into(),
+        };
+        let json = serde_json::to_value(&wait).unwrap();
+        assert_eq!(json["decision"], "wait");
+        assert_eq!(serde_json::from_value::<Admission>(json).unwrap(), wait);
+    }
+}

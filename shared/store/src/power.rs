@@ -1,0 +1,556 @@
+//! Power domains, draw models and admission (`docs/operating-safety.md`).
+//!
+//! Admission runs in one transaction holding the row locks of the domains
+//! the command is in (taken in name order, so two schedulers asking for
+//! overlapping domains cannot deadlock): the decision is
+//! [`flow_engine::admission::decide`] over what it read; a grant's effects
+//! (an inrush share until it expires, the domain's last power-on time, a
+//! shelf counted off or on) are written before the lock is released. Every
+//! scheduler answers `power.admit` against the same rows, so a budget holds
+//! across schedulers, workers, tasks, runs and schedules.
+
+use std::time::Duration;
+
+use flow_engine::admission::{self, Command, Decision, DomainState};
+use flow_protocol::TaskId;
+use flow_protocol::api::RackRecord;
+use flow_protocol::power::{
+    Admission, DomainName, PowerAdmit, PowerDomainDeleteReply, PowerDomainListReply,
+    PowerDomainRecord, PowerDomainSet, PowerModelListReply, PowerModelSet, PowerWait,
+    RackPowerDomains, draws_inrush,
+};
+use flow_rules::ComponentType;
+use sqlx::PgConnection;
+use time::OffsetDateTime;
+
+use crate::racks::{find_rack, rack_record};
+use crate::{Store, StoreError};
+
+/// How long after its grant a command may still be sent: its inrush is
+/// counted for its settle time plus this.
+pub const SEND_WINDOW: Duration = Duration::from_secs(1);
+
+/// A wait not asked about again for this long is no longer counted as
+/// waiting (its task ended or moved on).
+const WAIT_FRESH_S: i64 = 30;
+
+/// The largest budget accepted, kW (a gigawatt).
+const MAX_BUDGET_KW: f64 = 1_000_000.0;
+
+fn invalid(field: &str, problem: String) -> StoreError {
+    StoreError::Invalid {
+        message: format!("{field}: {problem}"),
+        details: vec![format!("{field}: {problem}")],
+    }
+}
+
+fn watts(kw: f64) -> i64 {
+    // Bounded by MAX_BUDGET_KW before conversion.
+    #[allow(clippy::cast_possible_truncation)]
+    let w = (kw * 1000.0).round() as i64;
+    w
+}
+
+fn kilowatts(w: i64) -> f64 {
+    #[allow(clippy::cast_precision_loss)]
+    let kw = w as f64 / 1000.0;
+    kw
+}
+
+fn unsigned(v: i64) -> u64 {
+    u64::try_from(v).unwrap_or(0)
+}
+
+type DomainRow = (
+    String,
+    Option<i64>,
+    Option<i32>,
+    Option<i64>,
+    Option<i64>,
+    OffsetDateTime,
+);
+
+impl Store {
+    /// Creates a domain or replaces its limits.
+    pub async fn set_power_domain(
+        &self,
+        request: &PowerDomainSet,
+    ) -> Result<PowerDomainRecord, StoreError> {
+        if let Some(kw) = request.budget_kw
+            && !(kw.is_finite() && kw > 0.0 && kw <= MAX_BUDGET_KW)
+        {
+            return Err(invalid(
+                "budget_kw",
+                format!("{kw} is not a budget: give kW above 0 and at most {MAX_BUDGET_KW}"),
+            ));
+        }
+        if let Some(ms) = request.min_spacing_ms
+            && ms > 3_600_000
+        {
+            return Err(invalid(
+                "min_spacing_ms",
+                format!("{ms} ms is over an hour between power-ons"),
+            ));
+        }
+        let max_off = request
+            .max_shelves_off
+            .map(|n| {
+                i32::try_from(n)
+                    .map_err(|_| invalid("max_shelves_off", format!("{n} is too large")))
+            })
+            .transpose()?;
+        let mut tx = self.pool().begin().await?;
+        sqlx::query(
+            "INSERT INTO power_domains (name, budget_w, max_shelves_off, min_spacing_ms) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO UPDATE SET budget_w = $2, \
+             max_shelves_off = $3, min_spacing_ms = $4, updated_at = now()",
+        )
+        .bind(request.name.as_str())
+        .bind(request.budget_kw.map(watts))
+        .bind(max_off)
+        .bind(
+            request
+                .min_spacing_ms
+                .map(|ms| i64::try_from(ms).unwrap_or(i64::MAX)),
+        )
+        .execute(&mut *tx)
+        .await?;
+        let record = domain_record(&mut tx, &request.name).await?;
+        tx.commit().await?;
+        tracing::info!(domain = %request.name, budget_kw = ?request.budget_kw, max_shelves_off = ?request.max_shelves_off, min_spacing_ms = ?request.min_spacing_ms, "power domain set");
+        Ok(record)
+    }
+
+    /// A domain as it stands.
+    pub async fn power_domain(&self, name: &DomainName) -> Result<PowerDomainRecord, StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        domain_record(&mut conn, name).await
+    }
+
+    /// Every domain, by name.
+    pub async fn list_power_domains(&self) -> Result<PowerDomainListReply, StoreError> {
+        let mut conn = self.pool().acquire().await?;
+        let names: Vec<String> = sqlx::query_scalar("SELECT name FROM power_domains ORDER BY name")
+            .fetch_all(&mut *conn)
+            .await?;
+        let mut domains = Vec::with_capacity(names.len());
+        for name in names {
+            let name = DomainName::try_from(name).map_err(|e| StoreError::Corrupt {
+                what: "power domain name".into(),
+                reason: e,
+            })?;
+            domains.push(domain_record(&mut conn, &name).await?);
+        }
+        Ok(PowerDomainListReply { domains })
+    }
+
+    /// Deletes a domain with its grants and shelf counts; racks keep naming
+    /// it (without limits) until changed.
+    pub async fn delete_power_domain(
+        &self,
+        name: &DomainName,
+    ) -> Result<PowerDomainDeleteReply, StoreError> {
+        let n = sqlx::query("DELETE FROM power_domains WHERE name = $1")
+            .bind(name.as_str())
+            .execute(self.pool())
+            .await?
+            .rows_affected();
+        Ok(PowerDomainDeleteReply { deleted: n > 0 })
+    }
+
+    /// Sets the draw of a component type for a rack model (`""`: all).
+    pub async fn set_power_model(
+        &self,
+        model: &PowerModelSet,
+    ) -> Result<PowerModelSet, StoreError> {
+        if model.steady_w > model.inrush_w {
+            return Err(invalid(
+                "steady_w",
+                format!(
+                    "{} W is above the inrush of {} W",
+                    model.steady_w, model.inrush_w
+                ),
+            ));
+        }
+        let int = |field: &str, v: u32| {
+            i32::try_from(v).map_err(|_| invalid(field, format!("{v} is too large")))
+        };
+        sqlx::query(
+            "INSERT INTO power_models (component_type, rack_model, inrush_w, steady_w, settle_ms) \
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (component_type, rack_model) DO UPDATE \
+             SET inrush_w = $3, steady_w = $4, settle_ms = $5, updated_at = now()",
+        )
+        .bind(model.component_type.as_str())
+        .bind(&model.rack_model)
+        .bind(int("inrush_w", model.inrush_w)?)
+        .bind(int("steady_w", model.steady_w)?)
+        .bind(int("settle_ms", model.settle_ms)?)
+        .execute(self.pool())
+        .await?;
+        Ok(model.clone())
+    }
+
+    /// Every draw model, by type then rack model.
+    pub async fn list_power_models(&self) -> Result<PowerModelListReply, StoreError> {
+        let rows: Vec<(String, String, i32, i32, i32)> = sqlx::query_as(
+            "SELECT component_type, rack_model, inrush_w, steady_w, settle_ms FROM power_models \
+             ORDER BY component_type, rack_model",
+        )
+        .fetch_all(self.pool())
+        .await?;
+        let models = rows
+            .into_iter()
+            .map(|(t, rack_model, inrush, steady, settle)| {
+                let component_type =
+                    t.parse::<ComponentType>()
+                        .map_err(|e| StoreError::Corrupt {
+                            what: "power model".into(),
+                            reason: e.to_string(),
+                        })?;
+                let u = |v: i32| u32::try_from(v).unwrap_or(0);
+                Ok(PowerModelSet {
+                    component_type,
+                    rack_model,
+                    inrush_w: u(inrush),
+                    steady_w: u(steady),
+                    settle_ms: u(settle),
+                })
+            })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(PowerModelListReply { models })
+    }
+
+    /// Replaces the domains a rack belongs to (tasks submitted later read
+    /// them).
+    pub async fn set_rack_power_domains(
+        &self,
+        request: &RackPowerDomains,
+    ) -> Result<RackRecord, StoreError> {
+        let mut names: Vec<&str> = request.domains.iter().map(DomainName::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        let mut tx = self.pool().begin().await?;
+        let (id, _) = find_rack(&mut tx, &request.rack).await?;
+        sqlx::query("UPDATE racks SET power_domains = $2, updated_at = now() WHERE id = $1")
+            .bind(id.as_uuid())
+            .bind(&names)
+            .execute(&mut *tx)
+            .await?;
+        let record = rack_record(&mut tx, id).await?;
+        tx.commit().await?;
+        Ok(record)
+    }
+
+    /// The commands of a task waiting for a power domain now.
+    pub async fn power_waits(&self, task: TaskId) -> Result<Vec<PowerWait>, StoreError> {
+        let rows: Vec<(String, String, OffsetDateTime)> = sqlx::query_as(
+            "SELECT component, reason, since FROM power_waits WHERE task_id = $1 \
+             AND seen_at > now() - make_interval(secs => $2) ORDER BY component",
+        )
+        .bind(task.as_uuid())
+        .bind(WAIT_FRESH_S as f64)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(component, reason, since)| PowerWait {
+                component,
+                reason,
+                since,
+            })
+            .collect())
+    }
+
+    /// Decides whether a power command may go now, and records a grant's
+    /// share or a wait's reason (`shared/engine/src/admission.rs`).
+    #[tracing::instrument(skip_all, fields(task_id = %request.task, rack = %request.rack, component = %request.component))]
+    pub async fn admit_power(&self, request: &PowerAdmit) -> Result<Admission, StoreError> {
+        let mut names: Vec<&str> = request.domains.iter().map(DomainName::as_str).collect();
+        names.sort_unstable();
+        names.dedup();
+        let shelf = request.component_type == ComponentType::PowerShelf;
+        let inrush = draws_inrush(request.operation);
+        if names.is_empty() || !(inrush || shelf) {
+            return Ok(Admission::Granted);
+        }
+        let mut tx = self.pool().begin().await?;
+        let now_ms: i64 =
+            sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+                .fetch_one(&mut *tx)
+                .await?;
+        let rows: Vec<DomainRow> = sqlx::query_as(
+            "SELECT name, budget_w, max_shelves_off, min_spacing_ms, \
+             (extract(epoch FROM last_on_at) * 1000)::bigint, updated_at FROM power_domains \
+             WHERE name = ANY($1) ORDER BY name FOR UPDATE",
+        )
+        .bind(&names)
+        .fetch_all(&mut *tx)
+        .await?;
+        if rows.is_empty() {
+            tx.commit().await?;
+            return Ok(Admission::Granted);
+        }
+        let (inrush_w, steady_w, settle_ms) =
+            model(&mut tx, request.component_type, &request.rack).await?;
+        let command = if inrush {
+            Command::Inrush {
+                excess_w: unsigned(inrush_w - steady_w),
+            }
+        } else {
+            Command::ShelfOff {
+                emergency: request.emergency,
+            }
+        };
+        let now = unsigned(now_ms);
+        let mut refused = None;
+        let mut wait: Option<(u64, String, String)> = None;
+        for (name, budget_w, max_off, spacing, last_on, _) in &rows {
+            let mut state = DomainState {
+                name: name.clone(),
+                budget_w: budget_w.map(unsigned),
+                max_shelves_off: max_off.and_then(|n| u32::try_from(n).ok()),
+                min_spacing_ms: spacing.map(unsigned),
+                last_on_ms: last_on.map(unsigned),
+                steady_w: 0,
+                grants: Vec::new(),
+                shelves_off: 0,
+            };
+            if inrush && budget_w.is_some() {
+                state.steady_w = unsigned(domain_steady_w(&mut tx, name).await?);
+                let grants: Vec<(i64, i64)> = sqlx::query_as(
+                    "SELECT excess_w, (extract(epoch FROM expires_at) * 1000)::bigint \
+                     FROM power_grants WHERE domain = $1 AND expires_at > clock_timestamp()",
+                )
+                .bind(name)
+                .fetch_all(&mut *tx)
+                .await?;
+                state.grants = grants
+                    .into_iter()
+                    .map(|(w, at)| (unsigned(w), unsigned(at)))
+                    .collect();
+            }
+            if !inrush && max_off.is_some() {
+                let off: i64 = sqlx::query_scalar(
+                    "SELECT count(*) FROM power_shelves_off WHERE domain = $1 \
+                     AND NOT (rack = $2 AND component = $3)",
+                )
+                .bind(name)
+                .bind(&request.rack)
+                .bind(&request.component)
+                .fetch_one(&mut *tx)
+                .await?;
+                state.shelves_off = u32::try_from(off).unwrap_or(u32::MAX);
+            }
+            match admission::decide(&state, command, now) {
+                Decision::Admit => {}
+                Decision::Refuse { reason } => {
+                    refused.get_or_insert(reason);
+                }
+                Decision::Wait { until_ms, reason } => {
+                    if wait.as_ref().is_none_or(|(at, _, _)| until_ms > *at) {
+                        wait = Some((until_ms, reason, name.clone()));
+                    }
+                }
+            }
+        }
+        let decision = if let Some(reason) = refused {
+            Admission::Refused { reason }
+        } else if let Some((until_ms, reason, domain)) = wait {
+            sqlx::query(
+                "INSERT INTO power_waits (task_id, rack, component, domain, reason) \
+                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (task_id, rack, component) \
+                 DO UPDATE SET domain = $4, reason = $5, seen_at = now()",
+            )
+            .bind(request.task.as_uuid())
+            .bind(&request.rack)
+            .bind(&request.component)
+            .bind(&domain)
+            .bind(&reason)
+            .execute(&mut *tx)
+            .await?;
+            Admission::Wait { until_ms, reason }
+        } else {
+            grant(
+                &mut tx,
+                request,
+                &rows,
+                inrush,
+                inrush_w - steady_w,
+                settle_ms,
+            )
+            .await?;
+            Admission::Granted
+        };
+        if !matches!(decision, Admission::Wait { .. }) {
+            sqlx::query(
+                "DELETE FROM power_waits WHERE task_id = $1 AND rack = $2 AND component = $3",
+            )
+            .bind(request.task.as_uuid())
+            .bind(&request.rack)
+            .bind(&request.component)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        match &decision {
+            Admission::Granted => tracing::debug!("power command admitted"),
+            Admission::Wait { reason, .. } => tracing::debug!(%reason, "power command waits"),
+            Admission::Refused { reason } => tracing::warn!(%reason, "power command refused"),
+        }
+        Ok(decision)
+    }
+}
+
+/// Records a grant: the inrush share in every budgeted domain until it
+/// settles, the domains' last power-on, and the shelf's count.
+async fn grant(
+    conn: &mut PgConnection,
+    request: &PowerAdmit,
+    rows: &[DomainRow],
+    inrush: bool,
+    excess_w: i64,
+    settle_ms: i64,
+) -> Result<(), StoreError> {
+    let window_ms = i64::try_from(SEND_WINDOW.as_millis()).unwrap_or(i64::MAX);
+    let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+    if inrush {
+        let budgeted: Vec<&str> = rows
+            .iter()
+            .filter(|r| r.1.is_some())
+            .map(|r| r.0.as_str())
+            .collect();
+        if excess_w > 0 && !budgeted.is_empty() {
+            sqlx::query(
+                "INSERT INTO power_grants (domain, rack, component, task_id, excess_w, expires_at) \
+                 SELECT d, $2, $3, $4, $5, clock_timestamp() + make_interval(secs => $6) \
+                 FROM unnest($1::text[]) AS d",
+            )
+            .bind(&budgeted)
+            .bind(&request.rack)
+            .bind(&request.component)
+            .bind(request.task.as_uuid())
+            .bind(excess_w)
+            .bind((settle_ms + window_ms) as f64 / 1000.0)
+            .execute(&mut *conn)
+            .await?;
+        }
+        sqlx::query("UPDATE power_domains SET last_on_at = clock_timestamp() WHERE name = ANY($1)")
+            .bind(&names)
+            .execute(&mut *conn)
+            .await?;
+        if request.component_type == ComponentType::PowerShelf {
+            sqlx::query("DELETE FROM power_shelves_off WHERE rack = $1 AND component = $2")
+                .bind(&request.rack)
+                .bind(&request.component)
+                .execute(&mut *conn)
+                .await?;
+        }
+        // Settled grants are history: keep the table small.
+        sqlx::query(
+            "DELETE FROM power_grants WHERE domain = ANY($1) \
+             AND expires_at < clock_timestamp() - interval '1 minute'",
+        )
+        .bind(&names)
+        .execute(&mut *conn)
+        .await?;
+    } else {
+        sqlx::query(
+            "INSERT INTO power_shelves_off (domain, rack, component, task_id) \
+             SELECT d, $2, $3, $4 FROM unnest($1::text[]) AS d ON CONFLICT DO NOTHING",
+        )
+        .bind(&names)
+        .bind(&request.rack)
+        .bind(&request.component)
+        .bind(request.task.as_uuid())
+        .execute(&mut *conn)
+        .await?;
+    }
+    Ok(())
+}
+
+/// The draw of a component type in a rack: (inrush W, steady W, settle
+/// ms), the rack model's own model first; none known draws nothing.
+async fn model(
+    conn: &mut PgConnection,
+    component_type: ComponentType,
+    rack: &str,
+) -> Result<(i64, i64, i64), StoreError> {
+    let row: Option<(i32, i32, i32)> = sqlx::query_as(
+        "SELECT inrush_w, steady_w, settle_ms FROM power_models WHERE component_type = $1 \
+         AND rack_model IN (COALESCE((SELECT model FROM racks WHERE name = $2), ''), '') \
+         ORDER BY rack_model DESC LIMIT 1",
+    )
+    .bind(component_type.as_str())
+    .bind(rack)
+    .fetch_optional(&mut *conn)
+    .await?;
+    Ok(row.map_or((0, 0, 0), |(i, s, t)| {
+        (i64::from(i), i64::from(s), i64::from(t))
+    }))
+}
+
+/// Every component of the domain's racks at its steady draw, W.
+async fn domain_steady_w(conn: &mut PgConnection, domain: &str) -> Result<i64, StoreError> {
+    Ok(sqlx::query_scalar(
+        "SELECT COALESCE(sum(COALESCE(m.steady_w, d.steady_w, 0)), 0)::bigint \
+         FROM racks r JOIN components c ON c.rack_id = r.id \
+         LEFT JOIN power_models m ON m.component_type = c.component_type \
+              AND m.rack_model = r.model AND r.model <> '' \
+         LEFT JOIN power_models d ON d.component_type = c.component_type AND d.rack_model = '' \
+         WHERE r.power_domains @> ARRAY[$1]::text[]",
+    )
+    .bind(domain)
+    .fetch_one(&mut *conn)
+    .await?)
+}
+
+async fn domain_record(
+    conn: &mut PgConnection,
+    name: &DomainName,
+) -> Result<PowerDomainRecord, StoreError> {
+    let row: Option<DomainRow> = sqlx::query_as(
+        "SELECT name, budget_w, max_shelves_off, min_spacing_ms, \
+         (extract(epoch FROM last_on_at) * 1000)::bigint, updated_at FROM power_domains \
+         WHERE name = $1",
+    )
+    .bind(name.as_str())
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some((_, budget_w, max_off, spacing, _, updated_at)) = row else {
+        return Err(StoreError::NotFound(format!(
+            "power domain {name:?} not found",
+            name = name.as_str()
+        )));
+    };
+    let racks: Vec<String> = sqlx::query_scalar(
+        "SELECT name FROM racks WHERE power_domains @> ARRAY[$1]::text[] ORDER BY name",
+    )
+    .bind(name.as_str())
+    .fetch_all(&mut *conn)
+    .await?;
+    let steady = domain_steady_w(conn, name.as_str()).await?;
+    let (inrush, off, waiting): (i64, i64, i64) = sqlx::query_as(
+        "SELECT \
+           (SELECT COALESCE(sum(excess_w), 0)::bigint FROM power_grants \
+             WHERE domain = $1 AND expires_at > clock_timestamp()), \
+           (SELECT count(*) FROM power_shelves_off WHERE domain = $1), \
+           (SELECT count(*) FROM power_waits WHERE domain = $1 \
+             AND seen_at > now() - make_interval(secs => $2))",
+    )
+    .bind(name.as_str())
+    .bind(WAIT_FRESH_S as f64)
+    .fetch_one(&mut *conn)
+    .await?;
+    Ok(PowerDomainRecord {
+        name: name.clone(),
+        budget_kw: budget_w.map(kilowatts),
+        max_shelves_off: max_off.and_then(|n| u32::try_from(n).ok()),
+        min_spacing_ms: spacing.map(unsigned),
+        racks,
+        steady_kw: kilowatts(steady),
+        inrush_kw: kilowatts(inrush),
+        shelves_off: u32::try_from(off).unwrap_or(u32::MAX),
+        waiting: u32::try_from(waiting).unwrap_or(u32::MAX),
+        updated_at,
+    })
+}
