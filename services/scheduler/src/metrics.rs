@@ -47,6 +47,15 @@ pub struct OutcomeLabels {
     pub outcome: &'static str,
 }
 
+/// A power domain.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DomainLabels {
+    /// Its name (`row=B`).
+    pub domain: String,
+}
+
+type KwGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
 /// The stream a message came from.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct StreamLabels {
@@ -96,6 +105,14 @@ pub struct SchedulerMetrics {
     pub event_executions: Family<OutcomeLabels, Counter>,
     /// Alerts raised by event rules, by severity.
     pub event_alerts: Family<StatusLabels, Counter>,
+    /// Each power domain's budget, kW (database; absent without one).
+    pub power_budget: Family<DomainLabels, KwGauge>,
+    /// Each power domain's draw counted against its budget, kW (database).
+    pub power_in_use: Family<DomainLabels, KwGauge>,
+    /// Power commands waiting for each domain (database).
+    pub power_waiting: Family<DomainLabels, Gauge>,
+    /// Power shelves Flow turned off, per domain (database).
+    pub power_shelves_off: Family<DomainLabels, Gauge>,
 }
 
 impl SchedulerMetrics {
@@ -118,6 +135,10 @@ impl SchedulerMetrics {
             hardware_events: Family::default(),
             event_executions: Family::default(),
             event_alerts: Family::default(),
+            power_budget: Family::default(),
+            power_in_use: Family::default(),
+            power_waiting: Family::default(),
+            power_shelves_off: Family::default(),
         }
     }
 
@@ -201,6 +222,26 @@ impl SchedulerMetrics {
             "event_alerts",
             "Alerts raised by event rules, by severity (label status)",
             m.event_alerts.clone(),
+        );
+        r.register(
+            "power_budget_kw",
+            "Each power domain's budget in kW, by domain (refreshed from the database)",
+            m.power_budget.clone(),
+        );
+        r.register(
+            "power_in_use_kw",
+            "Each power domain's draw counted against its budget in kW: steady draw of its racks plus unsettled inrush (refreshed from the database)",
+            m.power_in_use.clone(),
+        );
+        r.register(
+            "power_waiting",
+            "Power commands held by each domain's limits (refreshed from the database)",
+            m.power_waiting.clone(),
+        );
+        r.register(
+            "power_shelves_off",
+            "Power shelves Flow turned off, by domain (refreshed from the database)",
+            m.power_shelves_off.clone(),
         );
         // Known label values start at zero, so that rate() sees the first
         // increment.
@@ -297,6 +338,26 @@ impl SchedulerMetrics {
             .set(gauges.tasks.get(&TaskStatus::Waiting).copied().unwrap_or(0));
         self.outbox_pending.set(gauges.outbox_pending);
         self.steps_overdue.set(gauges.steps_overdue);
+        // Domains deleted since the last refresh disappear.
+        self.power_budget.clear();
+        self.power_in_use.clear();
+        self.power_waiting.clear();
+        self.power_shelves_off.clear();
+        for d in store.list_power_domains().await?.domains {
+            let labels = DomainLabels {
+                domain: d.name.to_string(),
+            };
+            if let Some(budget) = d.budget_kw {
+                self.power_budget.get_or_create(&labels).set(budget);
+            }
+            self.power_in_use.get_or_create(&labels).set(d.in_use_kw());
+            self.power_waiting
+                .get_or_create(&labels)
+                .set(i64::from(d.waiting));
+            self.power_shelves_off
+                .get_or_create(&labels)
+                .set(i64::from(d.shelves_off));
+        }
         Ok(())
     }
 

@@ -432,6 +432,14 @@ impl Stack {
         }
     }
 
+    /// Kills the `i`-th running worker as a crash would (see
+    /// [`Stack::kill_workers`]); the others run on.
+    pub async fn kill_worker(&mut self, i: usize) {
+        let w = self.workers.remove(i);
+        w.handle.abort();
+        let _ = w.handle.await;
+    }
+
     /// Stops every worker gracefully (they hand their jobs back); false
     /// when one did not return within 10 s.
     pub async fn stop_workers(&mut self) -> bool {
