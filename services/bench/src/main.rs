@@ -23,6 +23,7 @@ mod cpu;
 mod drill;
 mod ideal;
 mod measure;
+mod power;
 mod procs;
 mod report;
 mod rollout;
@@ -106,6 +107,20 @@ enum Command {
         gate_racks: usize,
     },
     /// Power-cycle racks under faults and check nothing was lost.
+    /// A site powered on unbudgeted, then with each row's budget set from
+    /// the first run's peaks: peaks and trips from the simulator's record.
+    Power {
+        /// Racks.
+        #[arg(long, default_value_t = 250)]
+        racks: usize,
+        /// Workers.
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+        /// The share of the unbudgeted peak's excess over steady draw a
+        /// row's budget allows.
+        #[arg(long, default_value_t = 0.6)]
+        fraction: f64,
+    },
     Drill {
         /// Racks.
         #[arg(long, default_value_t = 50)]
@@ -307,6 +322,41 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
             );
             if r.started_after_trip > 0 || r.completed != racks {
                 bail!("the rollout did not hold: {r:?}");
+            }
+            Ok(())
+        }
+        Command::Power {
+            racks,
+            workers,
+            fraction,
+        } => {
+            let spec = power::PowerSpec {
+                racks,
+                workers,
+                time_scale: 0.05,
+                fraction,
+            };
+            let work = work_dir(&cli.tools, "power");
+            eprintln!(
+                "== power: {racks} racks powered on unbudgeted, then each row budgeted at steady draw + {:.0} % of the peak's excess",
+                fraction * 100.0
+            );
+            let r = power::run(&tools, &spec, &work).await?;
+            println!("{}", power::table(&r));
+            if let Some(path) = &cli.tools.json {
+                std::fs::write(path, serde_json::to_vec_pretty(&r)?)?;
+            }
+            if cli.tools.work_dir.is_none() {
+                let _ = std::fs::remove_dir_all(&work);
+            }
+            let broken: Vec<_> = r
+                .budgeted
+                .rows
+                .iter()
+                .filter(|row| row.trips > 0 || row.budget_kw.is_some_and(|b| row.peak_kw > b))
+                .collect();
+            if !broken.is_empty() {
+                bail!("budgets broken: {broken:?}");
             }
             Ok(())
         }

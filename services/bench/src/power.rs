@@ -1,0 +1,410 @@
+//! `flow-bench power`: a site powered on twice on fresh clusters — once
+//! with its rows unbudgeted, once with each row's budget set from the
+//! first run's peaks — judged by the simulator's own record of each row's
+//! peak draw and breaker trips (`GET /admin/v1/power`,
+//! `services/rack-sim/src/admin.rs`).
+//!
+//! A row is one simulator process's racks ([`SIM_RACKS_PER_PROCESS`]); the
+//! budgeted run sets each simulator's breaker at the row's budget, so a
+//! budget broken would show as a trip, not only as a figure.
+//!
+//! The budget: the "60 % of the unbudgeted peak" is below the draw
+//! of a row with every component on (Flow counts every component at its
+//! steady draw, `docs/operating-safety.md`), which no staggering can meet;
+//! the budget is the steady draw plus `fraction` of the peak's excess over
+//! it. The ideal of the budgeted run is the rule's ideal plus the rounds a
+//! row's inrush must be spread over ([`budget_bound`]).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use flow_protocol::api::{TaskSubmit, endpoint};
+use flow_protocol::ids::RackRef;
+use flow_protocol::power::{DomainName, PowerDomainSet, RackPowerDomains};
+use flow_rules::{ComponentType, OperationCode};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use crate::api;
+use crate::cluster::{Cluster, ClusterSpec, SIM_RACKS_PER_PROCESS, Tools};
+use crate::scenario::{REFERENCE_RULES, rule_and_ideal, wait_finished};
+
+/// Draw models as Flow's defaults (`migrations/20261205000001_power_domains.sql`):
+/// (type, inrush W, steady W, settle).
+const MODELS: [(ComponentType, f64, f64, Duration); 3] = [
+    (
+        ComponentType::Compute,
+        9000.0,
+        5400.0,
+        Duration::from_secs(2),
+    ),
+    (
+        ComponentType::NVSwitch,
+        1500.0,
+        900.0,
+        Duration::from_secs(2),
+    ),
+    (
+        ComponentType::PowerShelf,
+        400.0,
+        200.0,
+        Duration::from_secs(1),
+    ),
+];
+
+/// How long after its grant an inrush is counted beyond its settle time
+/// (`shared/store/src/power.rs`, `SEND_WINDOW`).
+const SEND_WINDOW: Duration = Duration::from_secs(1);
+
+/// What to run.
+#[derive(Debug, Clone, Serialize)]
+pub struct PowerSpec {
+    /// Racks.
+    pub racks: usize,
+    /// Workers.
+    pub workers: usize,
+    /// The simulator's time scale.
+    pub time_scale: f64,
+    /// The share of the unbudgeted peak's excess over steady draw a row's
+    /// budget allows.
+    pub fraction: f64,
+}
+
+/// One row as the simulator recorded it.
+#[derive(Debug, Clone, Serialize)]
+pub struct RowPeak {
+    /// The row (`row=R1`).
+    pub row: String,
+    /// Its racks.
+    pub racks: usize,
+    /// Every component at steady draw, kW (Flow's model).
+    pub steady_kw: f64,
+    /// The budget set (none: unbudgeted).
+    pub budget_kw: Option<f64>,
+    /// The simulator's peak, kW.
+    pub peak_kw: f64,
+    /// Breaker trips.
+    pub trips: usize,
+}
+
+/// One power-on of the site.
+#[derive(Debug, Clone, Serialize)]
+pub struct PowerRun {
+    /// Tasks by final status.
+    pub statuses: BTreeMap<String, usize>,
+    /// First task created → last finished, seconds.
+    pub makespan_s: f64,
+    /// Its ideal, seconds.
+    pub ideal_s: f64,
+    /// makespan / ideal.
+    pub ratio: f64,
+    /// Each row.
+    pub rows: Vec<RowPeak>,
+}
+
+/// Both runs.
+#[derive(Debug, Clone, Serialize)]
+pub struct PowerReport {
+    /// What ran.
+    pub spec: PowerSpec,
+    /// Rows unbudgeted.
+    pub unbudgeted: PowerRun,
+    /// Rows budgeted.
+    pub budgeted: PowerRun,
+}
+
+/// The ideal of a row powered on under a budget with `headroom_w` above
+/// its steady draw: the rule's ideal, plus for each type the rounds its
+/// components' inrush must be spread over beyond the first, each round
+/// as long as Flow counts a grant (settle + send window).
+pub fn budget_bound(
+    rule_ideal: Duration,
+    per_row: &[(ComponentType, usize)],
+    headroom_w: f64,
+) -> Duration {
+    let mut extra = Duration::ZERO;
+    for (t, n) in per_row {
+        let Some((_, inrush, steady, settle)) = MODELS.iter().find(|m| m.0 == *t) else {
+            continue;
+        };
+        let excess = inrush - steady;
+        if *n == 0 || excess <= 0.0 {
+            continue;
+        }
+        // Bounded by the row's components.
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let at_once = ((headroom_w / excess).floor() as usize).max(1);
+        let rounds = n.div_ceil(at_once);
+        let hold = *settle + SEND_WINDOW;
+        extra += hold * u32::try_from(rounds.saturating_sub(1)).unwrap_or(u32::MAX);
+    }
+    rule_ideal + extra
+}
+
+/// Runs the unbudgeted then the budgeted power-on.
+pub async fn run(tools: &Tools, spec: &PowerSpec, work: &Path) -> anyhow::Result<PowerReport> {
+    let unbudgeted = one(tools, spec, &work.join("unbudgeted"), None).await?;
+    let budgets: Vec<f64> = unbudgeted
+        .rows
+        .iter()
+        .map(|r| r.steady_kw + spec.fraction * (r.peak_kw - r.steady_kw).max(0.0))
+        .collect();
+    let budgeted = one(tools, spec, &work.join("budgeted"), Some(&budgets)).await?;
+    Ok(PowerReport {
+        spec: spec.clone(),
+        unbudgeted,
+        budgeted,
+    })
+}
+
+async fn one(
+    tools: &Tools,
+    spec: &PowerSpec,
+    work: &Path,
+    budgets: Option<&[f64]>,
+) -> anyhow::Result<PowerRun> {
+    std::fs::create_dir_all(work)?;
+    let cluster = Cluster::start(
+        tools,
+        &ClusterSpec {
+            racks: spec.racks,
+            workers: spec.workers,
+            time_scale: spec.time_scale,
+            initial_power_on: false,
+            bmc_base_port: 0,
+            own_postgres: false,
+            job_ack_wait: None,
+            nats_nodes: 1,
+            schedulers: 1,
+        },
+        work,
+    )
+    .await?;
+    let result = measure(&cluster, spec, budgets).await;
+    let result = result.map_err(|e| e.context(format!("logs in {}", cluster.work.display())));
+    cluster.stop().await;
+    result
+}
+
+async fn measure(
+    cluster: &Cluster,
+    spec: &PowerSpec,
+    budgets: Option<&[f64]>,
+) -> anyhow::Result<PowerRun> {
+    let http = reqwest::Client::new();
+    api::load_rules(&cluster.nats, REFERENCE_RULES).await?;
+    let operation: OperationCode = "power_on".parse().map_err(|e| anyhow::anyhow!("{e}"))?;
+    let (_, ideal) = rule_and_ideal(cluster, REFERENCE_RULES, operation, spec.time_scale)?;
+    let rows: Vec<(String, Vec<String>)> = cluster
+        .racks
+        .chunks(SIM_RACKS_PER_PROCESS)
+        .enumerate()
+        .map(|(i, racks)| {
+            (
+                format!("row=R{}", i + 1),
+                racks.iter().map(|r| r.name.clone()).collect(),
+            )
+        })
+        .collect();
+    if rows.len() != cluster.sim_admins.len() {
+        bail!(
+            "{} rows for {} simulators",
+            rows.len(),
+            cluster.sim_admins.len()
+        );
+    }
+    let per_row = row_counts(cluster);
+    let steady_w = steady_w(&per_row);
+    for (i, (row, racks)) in rows.iter().enumerate() {
+        let domain: DomainName = row.parse().map_err(|e: String| anyhow::anyhow!(e))?;
+        let budget = budgets.and_then(|b| b.get(i).copied());
+        api::call::<endpoint::PowerDomainSet>(
+            &cluster.nats,
+            &PowerDomainSet {
+                name: domain.clone(),
+                budget_kw: budget,
+                max_shelves_off: None,
+                min_spacing_ms: None,
+            },
+        )
+        .await?;
+        for rack in racks {
+            api::call::<endpoint::RackPowerDomains>(
+                &cluster.nats,
+                &RackPowerDomains {
+                    rack: RackRef(rack.clone()),
+                    domains: vec![domain.clone()],
+                },
+            )
+            .await?;
+        }
+        let r = http
+            .put(format!(
+                "{}/admin/v1/power/domains/{row}",
+                cluster.sim_admins[i]
+            ))
+            .json(&json!({"racks": racks, "breaker_kw": budget}))
+            .send()
+            .await?;
+        if !r.status().is_success() {
+            bail!("the simulator refused row {row}: {}", r.text().await?);
+        }
+    }
+    let started = Instant::now();
+    let mut tasks = 0;
+    for chunk in cluster.racks.chunks(50) {
+        let reply = api::submit(
+            &cluster.nats,
+            &TaskSubmit::new(
+                uuid::Uuid::new_v4().to_string(),
+                operation,
+                chunk.iter().map(|r| RackRef(r.name.clone())).collect(),
+            ),
+        )
+        .await?;
+        tasks += reply
+            .results
+            .iter()
+            .filter(|r| r.submission.task_id().is_some())
+            .count();
+    }
+    let limit = ideal.total * 6 + Duration::from_secs(300);
+    let statuses = wait_finished(cluster, tasks, limit).await?;
+    let wall = started.elapsed();
+    let listed = api::task_list(&cluster.nats).await.unwrap_or_default();
+    let makespan = listed
+        .iter()
+        .map(|t| t.created_at)
+        .min()
+        .zip(listed.iter().filter_map(|t| t.finished_at).max())
+        .and_then(|(a, b)| Duration::try_from(b - a).ok())
+        .unwrap_or(wall);
+    let mut peaks = Vec::new();
+    let mut least_headroom = f64::MAX;
+    for (i, (row, racks)) in rows.iter().enumerate() {
+        let report: Value = http
+            .get(format!("{}/admin/v1/power", cluster.sim_admins[i]))
+            .send()
+            .await?
+            .json()
+            .await?;
+        let d = report["domains"]
+            .as_array()
+            .and_then(|d| d.iter().find(|d| d["name"] == row.as_str()))
+            .with_context(|| format!("no {row} in the simulator's report: {report}"))?;
+        let steady_kw = steady_w * racks.len() as f64 / 1000.0;
+        let budget_kw = budgets.and_then(|b| b.get(i).copied());
+        if let Some(b) = budget_kw {
+            least_headroom = least_headroom.min((b - steady_kw) * 1000.0);
+        }
+        peaks.push(RowPeak {
+            row: row.clone(),
+            racks: racks.len(),
+            steady_kw,
+            budget_kw,
+            peak_kw: d["peak_kw"].as_f64().unwrap_or(0.0),
+            trips: d["trips"].as_array().map_or(0, Vec::len),
+        });
+    }
+    let ideal_total = if budgets.is_some() {
+        let per_row_counts: Vec<(ComponentType, usize)> = per_row
+            .iter()
+            .map(|(t, n)| (*t, n * SIM_RACKS_PER_PROCESS.min(cluster.racks.len())))
+            .collect();
+        budget_bound(ideal.total, &per_row_counts, least_headroom)
+    } else {
+        ideal.total
+    };
+    let secs = makespan.as_secs_f64();
+    Ok(PowerRun {
+        statuses,
+        makespan_s: secs,
+        ideal_s: ideal_total.as_secs_f64(),
+        ratio: secs / ideal_total.as_secs_f64().max(f64::EPSILON),
+        rows: peaks,
+    })
+}
+
+/// Components per rack by type (racks are alike).
+fn row_counts(cluster: &Cluster) -> Vec<(ComponentType, usize)> {
+    let mut counts: BTreeMap<ComponentType, usize> = BTreeMap::new();
+    if let Some(rack) = cluster.racks.first() {
+        for c in &rack.components {
+            if let Ok(t) = c.component_type.parse::<ComponentType>() {
+                *counts.entry(t).or_default() += 1;
+            }
+        }
+    }
+    counts.into_iter().collect()
+}
+
+/// One rack's steady draw, W.
+fn steady_w(per_rack: &[(ComponentType, usize)]) -> f64 {
+    per_rack
+        .iter()
+        .filter_map(|(t, n)| MODELS.iter().find(|m| m.0 == *t).map(|m| m.2 * *n as f64))
+        .sum()
+}
+
+/// The report as a table.
+pub fn table(r: &PowerReport) -> String {
+    let mut out = String::new();
+    for (name, run) in [("unbudgeted", &r.unbudgeted), ("budgeted", &r.budgeted)] {
+        out.push_str(&format!(
+            "{name}: makespan {:.1} s, ideal {:.1} s, ratio {:.2}, tasks {:?}\n",
+            run.makespan_s, run.ideal_s, run.ratio, run.statuses
+        ));
+        out.push_str("  ROW      RACKS  STEADY KW  BUDGET KW  PEAK KW  TRIPS\n");
+        for row in &run.rows {
+            out.push_str(&format!(
+                "  {:<8} {:>5}  {:>9.1}  {:>9}  {:>7.1}  {:>5}\n",
+                row.row,
+                row.racks,
+                row.steady_kw,
+                row.budget_kw
+                    .map_or_else(|| "-".to_owned(), |b| format!("{b:.1}")),
+                row.peak_kw,
+                row.trips
+            ));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_budget_with_room_for_every_tray_adds_nothing() {
+        let ideal = Duration::from_secs(40);
+        let rows = [(ComponentType::Compute, 900)];
+        assert_eq!(budget_bound(ideal, &rows, 900.0 * 3600.0), ideal);
+    }
+
+    #[test]
+    fn a_budget_for_half_the_trays_adds_one_round_of_settle_and_window() {
+        let ideal = Duration::from_secs(40);
+        let rows = [(ComponentType::Compute, 900)];
+        assert_eq!(
+            budget_bound(ideal, &rows, 450.0 * 3600.0),
+            ideal + Duration::from_secs(3)
+        );
+    }
+
+    #[test]
+    fn every_type_is_spread_by_its_own_excess() {
+        let ideal = Duration::from_secs(10);
+        let rows = [
+            (ComponentType::NVSwitch, 10),
+            (ComponentType::PowerShelf, 10),
+        ];
+        // 1,200 W of room: 2 switch trays (600 W each) or 6 shelves (200 W).
+        assert_eq!(
+            budget_bound(ideal, &rows, 1200.0),
+            ideal + Duration::from_secs(3) * 4 + Duration::from_secs(2)
+        );
+    }
+}
