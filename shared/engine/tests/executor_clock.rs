@@ -453,3 +453,119 @@ async fn a_component_that_waited_for_a_max_parallel_slot_gets_the_whole_verifica
     assert_eq!(third.len(), 3, "{third:?}");
     assert!(third[0] >= 4_000, "{third:?}");
 }
+
+/// A power gate that holds every command until `open_ms` (epoch ms on the
+/// test's clock), then grants; or refuses everything.
+struct Gate {
+    open_ms: u64,
+    refuse: bool,
+    asked: AtomicUsize,
+    clock: Arc<TokioClock>,
+}
+
+impl flow_engine::admission::PowerGate for Gate {
+    fn admit<'a>(
+        &'a self,
+        _job: &'a StepJob,
+        _request: flow_engine::admission::GateRequest<'a>,
+    ) -> futures::future::BoxFuture<'a, Result<flow_protocol::power::Admission, String>> {
+        use flow_protocol::power::Admission;
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let answer = if self.refuse {
+            Admission::Refused {
+                reason: "power budget of row=B is 10 kW, below its steady draw".into(),
+            }
+        } else if self.clock.now_ms() < self.open_ms {
+            Admission::Wait {
+                until_ms: self.open_ms,
+                reason: "waiting for power budget in row=B: 1,180 of 1,200 kW".into(),
+            }
+        } else {
+            Admission::Granted
+        };
+        Box::pin(async move { Ok(answer) })
+    }
+}
+
+fn gated_job(n: usize) -> StepJob {
+    let mut job = job(
+        json!({"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}),
+        n,
+    );
+    job.power_domains = vec!["row=B".parse().unwrap()];
+    job
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_held_command_waits_in_the_checkpoint_with_its_reason_and_is_sent_when_admitted() {
+    let manager = Arc::new(Scripted::new(Duration::from_millis(10)));
+    let registry = registry(Arc::clone(&manager));
+    let clock = Arc::new(TokioClock::new());
+    let gate = Gate {
+        open_ms: clock.now_ms() + 2_000,
+        refuse: false,
+        asked: AtomicUsize::new(0),
+        clock: Arc::clone(&clock),
+    };
+    let job = gated_job(2);
+    let mut cp = Checkpoint::default();
+    let Progress::WaitUntil(at) =
+        advance(&job, &mut cp, &registry, &*clock, &gate, &|| false).await
+    else {
+        panic!("not held")
+    };
+    assert_eq!(at, gate.open_ms, "the wait ends when admission said");
+    for c in ["compute-01", "compute-02"] {
+        assert_eq!(
+            cp.components[c].held.as_deref(),
+            Some("waiting for power budget in row=B: 1,180 of 1,200 kW")
+        );
+        assert_eq!(cp.components[c].attempts, 0, "a hold is no attempt");
+    }
+    assert_eq!(cp.calls, 0, "nothing was sent while held");
+    assert!(manager.times("compute-01", "control").is_empty());
+    // Resumed from JSON, as another worker would.
+    let mut cp: Checkpoint = serde_json::from_slice(&serde_json::to_vec(&cp).unwrap()).unwrap();
+    tokio::time::sleep_until(clock.instant(at)).await;
+    let progress = advance(&job, &mut cp, &registry, &*clock, &gate, &|| false).await;
+    assert_eq!(progress, Progress::Done);
+    assert_eq!(manager.times("compute-01", "control"), [2_000]);
+    assert_eq!(manager.times("compute-02", "control"), [2_000]);
+    assert!(cp.components.values().all(|c| c.held.is_none()));
+    assert_eq!(cp.calls, 2);
+    assert_eq!(gate.asked.load(Ordering::SeqCst), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_command_fails_its_component_naming_the_reason_and_racks_in_no_domain_never_ask()
+{
+    let manager = Arc::new(Scripted::new(Duration::from_millis(10)));
+    let registry = registry(Arc::clone(&manager));
+    let clock = Arc::new(TokioClock::new());
+    let gate = Gate {
+        open_ms: 0,
+        refuse: true,
+        asked: AtomicUsize::new(0),
+        clock: Arc::clone(&clock),
+    };
+    let mut cp = Checkpoint::default();
+    let progress = advance(&gated_job(1), &mut cp, &registry, &*clock, &gate, &|| false).await;
+    let Progress::Failed(f) = progress else {
+        panic!("{progress:?}")
+    };
+    assert!(
+        f.message
+            .contains("power admission refused: power budget of row=B is 10 kW"),
+        "{}",
+        f.message
+    );
+    assert!(manager.times("compute-01", "control").is_empty());
+    // The same step of a rack in no domain: the gate is not asked.
+    let mut job = gated_job(1);
+    job.power_domains.clear();
+    let mut cp = Checkpoint::default();
+    let asked = gate.asked.load(Ordering::SeqCst);
+    let progress = advance(&job, &mut cp, &registry, &*clock, &gate, &|| false).await;
+    assert_eq!(progress, Progress::Done);
+    assert_eq!(gate.asked.load(Ordering::SeqCst), asked);
+}
