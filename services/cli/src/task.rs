@@ -489,6 +489,9 @@ fn print_task(task: &TaskRecord, full: bool) {
             .map(|m| format!(" — {m}"))
             .unwrap_or_default()
     );
+    if let Some(event) = task.preempted_by {
+        outln!("Preempted: by hardware event {event} (flow event show {event})");
+    }
     for s in &task.steps {
         outln!("{}", step_line(s));
         if full {

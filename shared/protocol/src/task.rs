@@ -182,6 +182,10 @@ pub struct TaskRecord {
     /// The hardware event whose rule submitted it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub event_id: Option<crate::ids::EventId>,
+    /// The hardware event that preempted it: cancelled so that the event's
+    /// task could start at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted_by: Option<crate::ids::EventId>,
     /// Its steps, by stage then index.
     pub steps: Vec<StepRecord>,
 }

@@ -27,7 +27,7 @@ macro_rules! task_columns {
          rule_revision, rule_source, rule_name, rule_snapshot, components, firmware, \
          current_stage, message, cancel_requested_at, created_at, started_at, finished_at, \
          queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, not_after, \
-         schedule_id, run_id, event_id"
+         schedule_id, run_id, event_id, preempted_by"
     };
 }
 pub(crate) use task_columns;
@@ -72,6 +72,7 @@ pub(crate) struct TaskRow {
     pub schedule_id: Option<Uuid>,
     pub run_id: Option<Uuid>,
     pub event_id: Option<Uuid>,
+    pub preempted_by: Option<Uuid>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -248,6 +249,7 @@ impl TaskRow {
             schedule_id: self.schedule_id.map(flow_protocol::ScheduleId),
             run_id: self.run_id.map(flow_protocol::RunId),
             event_id: self.event_id.map(flow_protocol::EventId),
+            preempted_by: self.preempted_by.map(flow_protocol::EventId),
             steps: steps
                 .into_iter()
                 .map(|s| s.into_record(&what))
