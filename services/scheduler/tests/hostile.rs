@@ -469,6 +469,12 @@ fn endpoint_cases() -> Vec<Case> {
             ("limit", json!("x")),
             None,
         ),
+        (
+            endpoint::EventClear::NAME,
+            json!({"id": id, "reason": "dried"}),
+            ("reason", json!(1)),
+            Some("reason"),
+        ),
     ]
 }
 
