@@ -230,6 +230,16 @@ pub enum EventCommand {
         /// The event ID.
         id: String,
     },
+    /// Clear an event: its locks go (power-on, reset and firmware tasks
+    /// may start on its components again); the reason is recorded with
+    /// who cleared it.
+    Clear {
+        /// The event ID.
+        id: String,
+        /// Why it is safe (required), e.g. "tray dried and inspected".
+        #[arg(long)]
+        reason: String,
+    },
 }
 
 /// `flow schedule …`.

@@ -6,9 +6,9 @@ use std::path::Path;
 use flow_config::Settings;
 use flow_protocol::api::endpoint;
 use flow_protocol::event::{
-    BindingList, BindingScope, EventById, EventList, EventRecord, EventRuleBind, EventRuleByRef,
-    EventRuleCreate, EventRuleEnable, EventRuleList, EventRuleRecord, EventRuleSpec,
-    EventRuleUnbind, EventRuleUpdate,
+    BindingList, BindingScope, EventById, EventClear, EventList, EventRecord, EventRuleBind,
+    EventRuleByRef, EventRuleCreate, EventRuleEnable, EventRuleList, EventRuleRecord,
+    EventRuleSpec, EventRuleUnbind, EventRuleUpdate,
 };
 use flow_protocol::task::timestamp;
 
@@ -66,20 +66,35 @@ fn print_rule(r: &EventRuleRecord) {
                 .map(|t| t.as_str())
                 .collect::<Vec<_>>()
                 .join("|"),
+            a.when
+                .min_leaking_trays
+                .map(|n| format!("≥{n} leaking trays"))
+                .unwrap_or_default(),
+            a.when
+                .max_leaking_trays
+                .map(|n| format!("≤{n} leaking trays"))
+                .unwrap_or_default(),
         ]
         .into_iter()
         .filter(|s| !s.is_empty())
         .collect::<Vec<_>>()
         .join(", ");
         let what = match &a.kind {
-            flow_protocol::event::ActionKind::SubmitTask { target, task } => format!(
-                "submit {} on {}{}",
+            flow_protocol::event::ActionKind::SubmitTask {
+                target,
+                task,
+                preempt,
+                lock,
+            } => format!(
+                "submit {} on {}{}{}{}",
                 task.operation,
                 serde_json::to_value(target)
                     .ok()
                     .and_then(|v| v.as_str().map(str::to_owned))
                     .unwrap_or_default(),
-                if task.forced { " (forced)" } else { "" }
+                if task.forced { " (forced)" } else { "" },
+                if *preempt { ", preempting" } else { "" },
+                if *lock { ", locking them" } else { "" }
             ),
             flow_protocol::event::ActionKind::Alert { severity, message } => {
                 format!("alert {severity}: {message}")
@@ -121,6 +136,27 @@ fn print_event(e: &EventRecord) {
         "  rule:     {}",
         if e.rule.is_empty() { "-" } else { &e.rule }
     );
+    for l in &e.locks {
+        outln!(
+            "  locked:   {}/{} since {} (flow event clear {} --reason …)",
+            l.rack,
+            l.component,
+            timestamp::format(l.since),
+            e.id
+        );
+    }
+    if let Some(at) = e.cleared_at {
+        outln!(
+            "  cleared:  {}{} — {}",
+            timestamp::format(at),
+            if e.cleared_by.is_empty() {
+                String::new()
+            } else {
+                format!(" by {}", e.cleared_by)
+            },
+            e.cleared_reason
+        );
+    }
     for x in &e.executions {
         let mut line = format!(
             "  action {} ({}): {} after {} attempt(s)",
@@ -327,7 +363,15 @@ pub async fn event(settings: &Settings, out: Output, command: &EventCommand) -> 
                 if out.json {
                     json(&list);
                 } else {
-                    let mut t = table(&["ID", "RECEIVED", "TYPE", "COMPONENT", "RULE", "ACTIONS"]);
+                    let mut t = table(&[
+                        "ID",
+                        "RECEIVED",
+                        "TYPE",
+                        "COMPONENT",
+                        "RULE",
+                        "ACTIONS",
+                        "LOCKS",
+                    ]);
                     for e in &list.events {
                         t.add_row(vec![
                             e.id.to_string(),
@@ -340,9 +384,34 @@ pub async fn event(settings: &Settings, out: Output, command: &EventCommand) -> 
                                 .map(|x| format!("{} {}", x.action, x.status))
                                 .collect::<Vec<_>>()
                                 .join(", "),
+                            match (e.locks.len(), e.cleared_at) {
+                                (_, Some(_)) => "cleared".to_owned(),
+                                (0, None) => "-".to_owned(),
+                                (n, None) => format!("{n} locked"),
+                            },
                         ]);
                     }
                     outln!("{t}");
+                }
+            }
+            EventCommand::Clear { id, reason } => {
+                let id = id
+                    .parse()
+                    .map_err(|e| bad(format!("event ID {id:?}: {e}")))?;
+                let by = std::env::var("USER")
+                    .or_else(|_| std::env::var("LOGNAME"))
+                    .unwrap_or_default();
+                let e = client
+                    .call::<endpoint::EventClear>(&EventClear {
+                        id,
+                        reason: reason.clone(),
+                        by,
+                    })
+                    .await?;
+                if out.json {
+                    json(&e);
+                } else {
+                    print_event(&e);
                 }
             }
             EventCommand::Show { id } => {

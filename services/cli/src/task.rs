@@ -499,6 +499,9 @@ fn print_task(task: &TaskRecord, full: bool) {
     for (reason, components) in held {
         outln!("Held:      {} ({})", reason, components.join(", "));
     }
+    if let Some(event) = task.preempted_by {
+        outln!("Preempted: by hardware event {event} (flow event show {event})");
+    }
     for s in &task.steps {
         outln!("{}", step_line(s));
         if full {

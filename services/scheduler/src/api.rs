@@ -463,6 +463,10 @@ pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8])
         ep::EventGet::NAME => {
             serve::<ep::EventGet, _, _>(body, |r| async move { tasks.event(r.id).await }).await
         }
+        ep::EventClear::NAME => {
+            serve::<ep::EventClear, _, _>(body, |r| async move { tasks.clear_event(&r).await })
+                .await
+        }
         ep::EventList::NAME => {
             serve::<ep::EventList, _, _>(body, |r| async move {
                 Ok(flow_protocol::event::EventListReply {

@@ -22,9 +22,9 @@ use flow_engine::events::{self as rules, Candidate, RackComponent};
 use flow_jetstream::{Source, consume, park};
 use flow_protocol::api::{ApiError, ErrorCode, Submission};
 use flow_protocol::event::{
-    ActionKind, BindingRecord, BindingScope, CONSUMER_HARDWARE, EventPublishReply, EventRuleBind,
-    EventRuleCreate, EventRuleRecord, EventRuleSpec, EventRuleUpdate, EventType, HardwareEvent,
-    MAX_IDENTITY_LEN, STREAM_HARDWARE, Severity,
+    ActionKind, BindingRecord, BindingScope, CONSUMER_HARDWARE, EventClear, EventPublishReply,
+    EventRuleBind, EventRuleCreate, EventRuleRecord, EventRuleSpec, EventRuleUpdate, EventType,
+    HardwareEvent, MAX_CLEAR_REASON_LEN, MAX_IDENTITY_LEN, STREAM_HARDWARE, Severity,
 };
 use flow_protocol::ids::RackRef;
 use flow_protocol::{EventId, TaskId};
@@ -259,26 +259,50 @@ impl TaskService {
         };
         let rule = rules::select(candidate(at_rack), candidate(at_site))
             .map_or_else(|| rules::builtin(event.event_type), |r| r.spec);
-        let planned = rules::plan(&rule, event, &components)
+        // An event about a component its rack lacks is refused before
+        // anything is stored (the count does not change that).
+        rules::plan(&rule, event, &components, 0)
             .map_err(|e| ApiError::new(ErrorCode::NotFound, e.to_string()))?;
-        let executions: Vec<NewExecution> = planned
-            .into_iter()
-            .map(|p| NewExecution {
-                targets: p
-                    .targets
-                    .iter()
-                    .map(|name| format!("{}/{name}", rack.name))
-                    .collect(),
-                action: p.action,
-                status: p.status,
-                reason: p.reason,
-            })
-            .collect();
+        // Planned inside the store's transaction, with the rack's leaking
+        // components as they are with this event in.
+        let mut refused = None;
+        let mut locked = 0;
         let (id, created) = self
             .store
-            .insert_event(event, &rule.name, &executions)
+            .insert_event_planned(event, &rule.name, |leaking| {
+                let count = rules::leaking_trays(leaking, &components);
+                match rules::plan(&rule, event, &components, count) {
+                    Ok(planned) => {
+                        let locks = rules::locks(event, &planned);
+                        locked = locks.len();
+                        let executions = planned
+                            .into_iter()
+                            .map(|p| NewExecution {
+                                targets: p
+                                    .targets
+                                    .iter()
+                                    .map(|name| format!("{}/{name}", rack.name))
+                                    .collect(),
+                                action: p.action,
+                                status: p.status,
+                                reason: p.reason,
+                            })
+                            .collect();
+                        (executions, locks)
+                    }
+                    Err(e) => {
+                        refused = Some(e);
+                        (Vec::new(), Vec::new())
+                    }
+                }
+            })
             .await
             .map_err(store_error)?;
+        let executions = rule.actions.len();
+        if let Some(e) = refused {
+            // Checked before the store was asked: not reached.
+            tracing::error!(event_id = %id, error = %e, "event stored without executions");
+        }
         if created {
             self.metrics
                 .hardware_events
@@ -292,7 +316,8 @@ impl TaskService {
                 component = %event.component,
                 event_type = %event.event_type,
                 rule = %rule.name,
-                actions = executions.len(),
+                actions = executions,
+                locked,
                 "hardware event"
             );
             self.event_poke.notify_one();
@@ -444,7 +469,7 @@ impl TaskService {
                 }
                 (Ok(()), Vec::new())
             }
-            ActionKind::SubmitTask { task, .. } => {
+            ActionKind::SubmitTask { task, preempt, .. } => {
                 let mut request = (**task).clone();
                 request.request_id = request_id(held.id);
                 if request.description.is_empty() {
@@ -457,11 +482,12 @@ impl TaskService {
                     .filter_map(|t| t.split_once('/').map(|(_, name)| name.to_owned()))
                     .collect();
                 let submitted = self
-                    .submit_rack(
+                    .submit_rack_as(
                         &request,
                         &RackRef(event.rack.clone()),
                         &Scope::Only(names),
                         Origin::Event(held.event_id),
+                        preempt.then_some(held.event_id),
                     )
                     .await;
                 self.poke();
@@ -479,6 +505,51 @@ impl TaskService {
     /// `event.get`.
     pub async fn event(&self, id: EventId) -> Result<flow_protocol::event::EventRecord, ApiError> {
         self.store.get_event(id).await.map_err(store_error)
+    }
+
+    /// `event.clear`: removes the event's locks, recording who cleared it
+    /// and why (a reason is required).
+    pub async fn clear_event(
+        &self,
+        r: &EventClear,
+    ) -> Result<flow_protocol::event::EventRecord, ApiError> {
+        let mut problems = Vec::new();
+        if r.reason.trim().is_empty() {
+            problems.push(
+                "reason: required: say why the event is safe to clear (e.g. \"tray dried and inspected\")"
+                    .to_owned(),
+            );
+        } else if r.reason.len() > MAX_CLEAR_REASON_LEN {
+            problems.push(format!("reason: at most {MAX_CLEAR_REASON_LEN} bytes"));
+        } else if r.reason.chars().any(|c| c.is_control() && c != '\n') {
+            problems.push("reason: must not contain control characters".to_owned());
+        }
+        if r.by.len() > MAX_IDENTITY_LEN || r.by.chars().any(char::is_control) {
+            problems.push(format!(
+                "by: at most {MAX_IDENTITY_LEN} bytes, no control characters"
+            ));
+        }
+        if !problems.is_empty() {
+            return Err(ApiError::invalid(
+                format!("event.clear refused: {}", problems.join("; ")),
+                problems,
+            ));
+        }
+        let before = self.store.get_event(r.id).await.map_err(store_error)?;
+        self.store
+            .clear_event(r.id, r.reason.trim(), &r.by)
+            .await
+            .map_err(store_error)?;
+        tracing::warn!(
+            event_id = %r.id,
+            rack = %before.event.rack,
+            component = %before.event.component,
+            unlocked = before.locks.len(),
+            by = %r.by,
+            reason = %r.reason.trim(),
+            "hardware event cleared; its locks removed"
+        );
+        self.event(r.id).await
     }
 }
 

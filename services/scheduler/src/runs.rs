@@ -470,6 +470,25 @@ impl TaskService {
         for i in decision.submit {
             let t = &mut targets[i];
             let request = target_request(&run, t, window_end);
+            // A rack with components locked by a hardware event (a leak)
+            // is skipped, with the lock's message: it is not a failure of
+            // the run, and it must not be retried until cleared.
+            match self
+                .lock_refusal(&request, &RackRef(t.rack.clone()), &Scope::Whole)
+                .await
+            {
+                Ok(Some(locked)) => {
+                    tracing::warn!(run_id = %id, rack = %t.rack, reason = %locked.message, "run target skipped: locked by a hardware event");
+                    t.status = TargetStatus::Skipped;
+                    t.message = locked.message;
+                    t.next_attempt_ms = None;
+                    tx.save_target(id, t).await?;
+                    continue;
+                }
+                Ok(None) => {}
+                // Submitting says the same, and records it.
+                Err(_) => {}
+            }
             t.attempts += 1;
             let outcome = self
                 .submit_rack(

@@ -18,7 +18,7 @@ use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{CONSUMER_SUBMIT, ComponentTarget, STREAM_TASKS};
 use flow_protocol::task::timestamp;
 use flow_protocol::{TaskId, subjects};
-use flow_rules::ComponentType;
+use flow_rules::{ComponentType, OperationCode, PowerOperation};
 use flow_store::tasks::{NewTask, Origin};
 use flow_telemetry::ErrorChain;
 use tokio_util::sync::CancellationToken;
@@ -197,21 +197,62 @@ impl TaskService {
         scope: &Scope,
         origin: Origin,
     ) -> Result<Submission, ApiError> {
+        self.submit_rack_as(request, rack, scope, origin, None)
+            .await
+    }
+
+    /// Why the request's task may not start on one rack: a component it
+    /// targets is locked by a hardware event and the operation is one a
+    /// lock forbids (`locked_out`). `None`: nothing stops it.
+    pub(crate) async fn lock_refusal(
+        &self,
+        request: &TaskSubmit,
+        rack: &RackRef,
+        scope: &Scope,
+    ) -> Result<Option<ApiError>, ApiError> {
+        let operation = request.operation_to_run()?;
+        if !locked_out(operation) {
+            return Ok(None);
+        }
+        let record = self.store.get_rack(rack).await.map_err(store_error)?;
+        let names: Vec<String> = targeted(request, &record, scope)
+            .map(|c| c.name.clone())
+            .collect();
+        let locks = self
+            .store
+            .locks_on(&record.name, &names)
+            .await
+            .map_err(store_error)?;
+        Ok(lock_error(operation, &locks))
+    }
+
+    /// [`TaskService::submit_rack`]; with `preempt`, the task of that
+    /// hardware event's action goes first (`TaskService::create`).
+    pub(crate) async fn submit_rack_as(
+        &self,
+        request: &TaskSubmit,
+        rack: &RackRef,
+        scope: &Scope,
+        origin: Origin,
+        preempt: Option<flow_protocol::EventId>,
+    ) -> Result<Submission, ApiError> {
         let operation = request.operation_to_run()?;
         let record = self.store.get_rack(rack).await.map_err(store_error)?;
-        let components: Vec<ComponentTarget> = record
-            .components
-            .iter()
-            .filter(|c| match scope {
-                Scope::Whole => true,
-                Scope::Only(names) => names.contains(&c.name),
-            })
-            .filter(|c| {
-                request.component_types.is_empty()
-                    || request.component_types.contains(&c.component_type)
-            })
+        let components: Vec<ComponentTarget> = targeted(request, &record, scope)
             .map(|c| ComponentTarget::of(&record.name, c))
             .collect();
+        if locked_out(operation) {
+            let names: Vec<String> = components.iter().map(|c| c.name.clone()).collect();
+            let locks = self
+                .store
+                .locks_on(&record.name, &names)
+                .await
+                .map_err(store_error)?;
+            if let Some(refusal) = lock_error(operation, &locks) {
+                tracing::warn!(rack = %record.name, operation = %operation, locks = locks.len(), "submission refused: components locked by a hardware event");
+                return Ok(Submission::Refused(refusal));
+            }
+        }
         if components.is_empty() {
             return Err(ApiError::new(
                 ErrorCode::Invalid,
@@ -294,7 +335,7 @@ impl TaskService {
                 Some(Duration::from_secs(timeout_seconds))
             }
         };
-        self.create(&new, state, queue_timeout)
+        self.create(&new, state, queue_timeout, preempt)
             .await
             .map_err(api_error)
     }
@@ -355,4 +396,75 @@ impl TaskService {
         )
         .await;
     }
+}
+
+/// The components of `record` a request targets: those in `scope`, of the
+/// requested types.
+fn targeted<'a>(
+    request: &'a TaskSubmit,
+    record: &'a flow_protocol::api::RackRecord,
+    scope: &'a Scope,
+) -> impl Iterator<Item = &'a flow_protocol::api::ComponentRecord> + 'a {
+    record
+        .components
+        .iter()
+        .filter(move |c| match scope {
+            Scope::Whole => true,
+            Scope::Only(names) => names.contains(&c.name),
+        })
+        .filter(move |c| {
+            request.component_types.is_empty()
+                || request.component_types.contains(&c.component_type)
+        })
+}
+
+/// Whether a lock forbids `operation`: power-on and every reset (any power
+/// operation but a power-off) and firmware updates. Power-offs and
+/// decommissioning are allowed: they make a leaking tray safer.
+pub(crate) fn locked_out(operation: OperationCode) -> bool {
+    match operation {
+        OperationCode::Power(p) => {
+            !matches!(p, PowerOperation::PowerOff | PowerOperation::ForcePowerOff)
+        }
+        OperationCode::Firmware(_) => true,
+        OperationCode::Decommission => false,
+    }
+}
+
+/// The refusal for `operation` on components with these locks (none: no
+/// refusal): names each locked component and its event, and how to clear
+/// it.
+pub(crate) fn lock_error(
+    operation: OperationCode,
+    locks: &[flow_protocol::event::ComponentLock],
+) -> Option<ApiError> {
+    let first = locks.first()?;
+    let details: Vec<String> = locks
+        .iter()
+        .map(|l| {
+            format!(
+                "{}/{}: locked by event {} since {}",
+                l.rack,
+                l.component,
+                l.event_id,
+                timestamp::format(l.since)
+            )
+        })
+        .collect();
+    let mut error = ApiError::new(
+        ErrorCode::Conflict,
+        format!(
+            "{}/{} is locked by hardware event {}: no {operation} may start on it until an operator clears the event: flow event clear {} --reason \"…\"{}",
+            first.rack,
+            first.component,
+            first.event_id,
+            first.event_id,
+            match locks.len() {
+                1 => String::new(),
+                n => format!(" ({} more locked component(s))", n - 1),
+            }
+        ),
+    );
+    error.details = details;
+    Some(error)
 }

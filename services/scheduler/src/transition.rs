@@ -173,11 +173,18 @@ impl TaskService {
     /// Admits a planned task for its rack: a repeated request returns its
     /// task; otherwise it starts, waits (`queue_timeout`) or is refused, in
     /// one transaction under the rack's lock.
+    ///
+    /// With `preempt` (a hardware event's task that goes first), the open
+    /// tasks it conflicts with (`queue::preempted`) are cancelled in the
+    /// same transaction — a waiting one ends, a running one stops at its
+    /// next action boundary (its cancel mark on the outbox) — their record
+    /// names the event, and the new task starts at once beside them.
     pub(crate) async fn create(
         &self,
         new: &NewTask,
         planned: TaskState,
         queue_timeout: Option<std::time::Duration>,
+        preempt: Option<flow_protocol::EventId>,
     ) -> Result<Submission, SchedulerError> {
         let mut tx = self.store.begin_tasks().await?;
         tx.lock_rack(planned.rack).await?;
@@ -198,6 +205,33 @@ impl TaskService {
         }
         let tasks = tx.rack_tasks(planned.rack).await?;
         let footprint = planned.plan.footprint();
+        if let Some(event) = preempt {
+            let mut handed = Vec::new();
+            for victim in queue::preempted(&footprint, &tasks) {
+                let Some(state) = tx.lock(victim).await? else {
+                    continue;
+                };
+                // The rack is handed on only after the new task is in:
+                // nothing waiting may start ahead of it.
+                let t = apply_and_save(&mut tx, &state, &Event::CancelRequested).await?;
+                tx.mark_preempted(victim, event).await?;
+                handed.extend(t.effects.iter().cloned());
+                tracing::warn!(
+                    task_id = %victim,
+                    event_id = %event,
+                    rack = %new.rack_name,
+                    status = %t.state.status,
+                    "task preempted by a hardware event's task"
+                );
+            }
+            let t = decide(&mut tx, &planned, &Event::Submitted(Admission::Start)).await?;
+            tx.insert(new, &t.state).await?;
+            tx.outbox(&t.effects).await?;
+            handed.extend(t.effects);
+            hand_on(&mut tx, &handed).await?;
+            tx.commit().await?;
+            return Ok(Submission::Created(t.state.id));
+        }
         let admission = match queue::admit(
             &new.rack_name,
             &footprint,

@@ -470,6 +470,12 @@ fn endpoint_cases() -> Vec<Case> {
             None,
         ),
         (
+            endpoint::EventClear::NAME,
+            json!({"id": id, "reason": "dried"}),
+            ("reason", json!(1)),
+            Some("reason"),
+        ),
+        (
             endpoint::PowerDomainSet::NAME,
             json!({"name": "row=B", "budget_kw": 1200.0}),
             ("budget_kw", json!("lots")),

@@ -21,40 +21,76 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 /// The prefix of a built-in rule's name.
 pub const BUILTIN_PREFIX: &str = "builtin:";
 
+/// How many leaking trays in a rack make the built-in leak rule power the
+/// whole rack off and lock it (the reference's severe tier:
+/// `/work/shared/reference/safety.md`, "Leaks").
+pub const RACK_ESCALATION_TRAYS: u32 = 2;
+
 /// The built-in rule for an event type, used when no binding applies.
-/// A leak force-powers-off the leaking tray and the trays of its type
-/// below it (they are what it drips on), without waiting for readiness and
-/// queued behind a task already running on the rack; an over-temperature
-/// is an alert.
+///
+/// A leak on a tray, while it is the rack's only leaking tray,
+/// force-powers-off that tray and the trays of its type below it (they are
+/// what it drips on); at [`RACK_ESCALATION_TRAYS`] or more leaking trays it
+/// force-powers-off the whole rack (trays first, power shelves last) and
+/// locks every component. Both go first (`preempt`): a task already open on
+/// those components is cancelled and the power-off starts at once, without
+/// waiting for readiness. The leaking tray itself is always locked. An
+/// over-temperature is an alert.
 pub fn builtin(event_type: EventType) -> EventRuleSpec {
     let name = format!("{BUILTIN_PREFIX}{event_type}");
     match event_type {
         EventType::LeakDetected => {
-            let mut task = TaskSubmit::new(
-                String::new(),
-                OperationCode::Power(PowerOperation::ForcePowerOff),
-                Vec::new(),
-            );
-            task.override_readiness = true;
-            task.conflict = flow_protocol::api::ConflictStrategy::Queue {
-                timeout_seconds: 3600,
+            let force_off = |description: &str| {
+                let mut task = TaskSubmit::new(
+                    String::new(),
+                    OperationCode::Power(PowerOperation::ForcePowerOff),
+                    Vec::new(),
+                );
+                task.override_readiness = true;
+                task.description = description.to_owned();
+                Box::new(task)
             };
-            task.description = "leak: force power off the tray and the trays below it".to_owned();
+            let trays = vec![ComponentType::Compute, ComponentType::NVSwitch];
             EventRuleSpec {
                 name,
-                description: "Force-power-off the leaking tray and the trays below it.".to_owned(),
+                description: format!(
+                    "Force-power-off the leaking tray and the trays below it; at {RACK_ESCALATION_TRAYS} or more leaking trays, the whole rack (shelves last), locked."
+                ),
                 event_type,
-                actions: vec![RuleAction {
-                    name: "force_power_off_affected".to_owned(),
-                    when: ActionCondition {
-                        severities: Vec::new(),
-                        component_types: vec![ComponentType::Compute, ComponentType::NVSwitch],
+                actions: vec![
+                    RuleAction {
+                        name: "force_power_off_affected".to_owned(),
+                        when: ActionCondition {
+                            component_types: trays.clone(),
+                            max_leaking_trays: Some(RACK_ESCALATION_TRAYS - 1),
+                            ..ActionCondition::default()
+                        },
+                        kind: ActionKind::SubmitTask {
+                            target: TargetStrategy::AffectedComponents,
+                            task: force_off(
+                                "leak: force power off the tray and the trays below it",
+                            ),
+                            preempt: true,
+                            lock: false,
+                        },
                     },
-                    kind: ActionKind::SubmitTask {
-                        target: TargetStrategy::AffectedComponents,
-                        task: Box::new(task),
+                    RuleAction {
+                        name: "force_power_off_rack".to_owned(),
+                        when: ActionCondition {
+                            component_types: trays,
+                            min_leaking_trays: Some(RACK_ESCALATION_TRAYS),
+                            ..ActionCondition::default()
+                        },
+                        kind: ActionKind::SubmitTask {
+                            target: TargetStrategy::Rack,
+                            task: force_off(
+                                "leak: several trays leak; force power off the whole rack",
+                            ),
+                            preempt: true,
+                            lock: true,
+                        },
                     },
-                }],
+                ],
             }
         }
         EventType::TemperatureCritical => EventRuleSpec {
@@ -129,11 +165,49 @@ pub enum EventError {
     },
 }
 
-/// Plans each action of `rule` for `event` on a rack with `components`.
+/// Whether a component type is a tray (what the leak count counts).
+pub fn is_tray(t: ComponentType) -> bool {
+    matches!(t, ComponentType::Compute | ComponentType::NVSwitch)
+}
+
+/// How many trays of the rack leak: the components named in `leaking`
+/// (those with an uncleared leak event, the new one's included) that are
+/// trays.
+pub fn leaking_trays(
+    leaking: &std::collections::BTreeSet<String>,
+    components: &[RackComponent],
+) -> u32 {
+    let count = components
+        .iter()
+        .filter(|c| is_tray(c.component_type) && leaking.contains(&c.name))
+        .count();
+    u32::try_from(count).unwrap_or(u32::MAX)
+}
+
+/// The components (names) an event locks once planned: a leak's own
+/// component, and the targets of every pending action that asks to lock.
+pub fn locks(event: &HardwareEvent, planned: &[Planned]) -> Vec<String> {
+    let mut out = std::collections::BTreeSet::new();
+    if event.event_type == EventType::LeakDetected {
+        out.insert(event.component.clone());
+    }
+    for p in planned {
+        if p.status == ExecutionStatus::Pending
+            && matches!(p.action.kind, ActionKind::SubmitTask { lock: true, .. })
+        {
+            out.extend(p.targets.iter().cloned());
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Plans each action of `rule` for `event` on a rack with `components`,
+/// `leaking` trays of which leak (see [`leaking_trays`]).
 pub fn plan(
     rule: &EventRuleSpec,
     event: &HardwareEvent,
     components: &[RackComponent],
+    leaking: u32,
 ) -> Result<Vec<Planned>, EventError> {
     let subject = components
         .iter()
@@ -152,6 +226,15 @@ pub fn plan(
                     format!(
                         "its condition does not match a {} event on a {}",
                         event.severity, subject.component_type
+                    ),
+                    Vec::new(),
+                )
+            } else if !counts(&action.when, leaking) {
+                (
+                    ExecutionStatus::Skipped,
+                    format!(
+                        "its condition does not match {leaking} leaking tray(s) in rack {}",
+                        event.rack
                     ),
                     Vec::new(),
                 )
@@ -178,6 +261,11 @@ pub fn plan(
             }
         })
         .collect())
+}
+
+fn counts(when: &ActionCondition, leaking: u32) -> bool {
+    when.min_leaking_trays.is_none_or(|min| leaking >= min)
+        && when.max_leaking_trays.is_none_or(|max| leaking <= max)
 }
 
 fn applies(when: &ActionCondition, event: &HardwareEvent, subject: &RackComponent) -> bool {
@@ -257,6 +345,22 @@ pub fn validate(spec: &EventRuleSpec) -> Vec<String> {
         } else if !seen.insert(action.name.as_str()) {
             problems.push(format!("{at}.name: {:?} is used twice", action.name));
         }
+        if let (Some(min), Some(max)) =
+            (action.when.min_leaking_trays, action.when.max_leaking_trays)
+            && min > max
+        {
+            problems.push(format!(
+                "{at}.when: min_leaking_trays {min} is above max_leaking_trays {max}: it never applies"
+            ));
+        }
+        if (action.when.min_leaking_trays.is_some() || action.when.max_leaking_trays.is_some())
+            && spec.event_type != EventType::LeakDetected
+        {
+            problems.push(format!(
+                "{at}.when: min_leaking_trays and max_leaking_trays count leaks; the rule handles {}",
+                spec.event_type
+            ));
+        }
         match &action.kind {
             ActionKind::SubmitTask { task, .. } => {
                 if !task.racks.is_empty() || !task.labels.is_empty() || !task.components.is_empty()
@@ -334,23 +438,72 @@ mod tests {
             validate(&rule),
             ["name: \"builtin:\" is for built-in rules"]
         );
-        let planned = plan(&rule, &leak("compute-3"), &rack()).unwrap();
-        assert_eq!(planned.len(), 1);
+        let planned = plan(&rule, &leak("compute-3"), &rack(), 1).unwrap();
+        assert_eq!(planned.len(), 2);
         assert_eq!(planned[0].status, ExecutionStatus::Pending);
         assert_eq!(planned[0].targets, ["compute-3", "compute-2", "compute-1"]);
+        assert_eq!(planned[1].status, ExecutionStatus::Skipped);
+        assert_eq!(
+            planned[1].reason,
+            "its condition does not match 1 leaking tray(s) in rack r1"
+        );
+        // Only the leaking tray is locked.
+        assert_eq!(locks(&leak("compute-3"), &planned), ["compute-3"]);
         // The lowest tray has nothing below it.
-        let planned = plan(&rule, &leak("switch-1"), &rack()).unwrap();
+        let planned = plan(&rule, &leak("switch-1"), &rack(), 1).unwrap();
         assert_eq!(planned[0].targets, ["switch-1"]);
-        // A shelf is not a tray: the condition skips it.
-        let planned = plan(&rule, &leak("shelf-2"), &rack()).unwrap();
+        // A shelf is not a tray: the condition skips it (it is locked all
+        // the same).
+        let planned = plan(&rule, &leak("shelf-2"), &rack(), 0).unwrap();
         assert_eq!(planned[0].status, ExecutionStatus::Skipped);
+        assert_eq!(planned[1].status, ExecutionStatus::Skipped);
         assert!(planned[0].targets.is_empty());
+        assert_eq!(locks(&leak("shelf-2"), &planned), ["shelf-2"]);
+    }
+
+    #[test]
+    fn two_leaking_trays_power_off_and_lock_the_whole_rack() {
+        let rule = builtin(EventType::LeakDetected);
+        let leaking = ["compute-3", "switch-1", "shelf-1"]
+            .map(str::to_owned)
+            .into_iter()
+            .collect();
+        // The shelf does not count: two trays.
+        assert_eq!(leaking_trays(&leaking, &rack()), 2);
+        let planned = plan(&rule, &leak("switch-1"), &rack(), 2).unwrap();
+        assert_eq!(planned[0].status, ExecutionStatus::Skipped);
+        assert_eq!(planned[1].status, ExecutionStatus::Pending);
+        assert_eq!(planned[1].targets.len(), rack().len());
+        let mut all: Vec<String> = rack().into_iter().map(|c| c.name).collect();
+        all.sort();
+        assert_eq!(locks(&leak("switch-1"), &planned), all);
+    }
+
+    #[test]
+    fn a_count_condition_is_checked() {
+        let mut rule = builtin(EventType::LeakDetected);
+        rule.name = "mine".to_owned();
+        rule.actions[0].when.min_leaking_trays = Some(3);
+        rule.actions[0].when.max_leaking_trays = Some(2);
+        assert_eq!(
+            validate(&rule),
+            ["actions[0].when: min_leaking_trays 3 is above max_leaking_trays 2: it never applies"]
+        );
+        rule.event_type = EventType::TemperatureCritical;
+        rule.actions.truncate(1);
+        rule.actions[0].when.max_leaking_trays = None;
+        assert_eq!(
+            validate(&rule),
+            [
+                "actions[0].when: min_leaking_trays and max_leaking_trays count leaks; the rule handles hardware.temperature.critical"
+            ]
+        );
     }
 
     #[test]
     fn an_unknown_component_is_named() {
         let rule = builtin(EventType::LeakDetected);
-        let error = plan(&rule, &leak("compute-9"), &rack()).unwrap_err();
+        let error = plan(&rule, &leak("compute-9"), &rack(), 1).unwrap_err();
         assert_eq!(error.to_string(), "rack r1 has no component \"compute-9\"");
     }
 
@@ -387,7 +540,7 @@ mod tests {
         let mut rule = builtin(EventType::LeakDetected);
         rule.name = "mine".to_owned();
         rule.actions[0].when.severities = vec![Severity::Warning];
-        let planned = plan(&rule, &leak("compute-2"), &rack()).unwrap();
+        let planned = plan(&rule, &leak("compute-2"), &rack(), 1).unwrap();
         assert_eq!(planned[0].status, ExecutionStatus::Skipped);
         let subject = &rack()[3];
         assert_eq!(
@@ -418,9 +571,9 @@ mod tests {
             [
                 "name: no surrounding whitespace",
                 "actions[0].do.task: names targets; the action's `target` chooses them",
-                "actions[1].name: \"force_power_off_affected\" is used twice",
-                "actions[2].name: \"Alert\" is not lower_snake_case",
-                "actions[2].do.message: empty",
+                "actions[2].name: \"force_power_off_affected\" is used twice",
+                "actions[3].name: \"Alert\" is not lower_snake_case",
+                "actions[3].do.message: empty",
             ]
         );
     }

@@ -301,6 +301,8 @@ pub mod endpoint {
         EventGet = "event.get": crate::event::EventById => crate::event::EventRecord;
         /// List events, newest first.
         EventList = "event.list": crate::event::EventList => crate::event::EventListReply;
+        /// Clear an event with a reason: its locks go.
+        EventClear = "event.clear": crate::event::EventClear => crate::event::EventRecord;
         /// Create a power domain or replace its limits.
         PowerDomainSet = "power_domain.set": crate::power::PowerDomainSet => crate::power::PowerDomainRecord;
         /// A power domain: limits, racks, draw in use, waiting commands.

@@ -157,8 +157,9 @@ pub enum TargetStrategy {
     AffectedComponents,
 }
 
-/// When an action applies: any of the severities (empty: any) and any of
-/// the component types (empty: any).
+/// When an action applies: any of the severities (empty: any), any of
+/// the component types (empty: any), and — for a leak — a count of the
+/// rack's leaking trays within bounds (none: any count).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ActionCondition {
@@ -168,6 +169,14 @@ pub struct ActionCondition {
     /// Component types (OR).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub component_types: Vec<ComponentType>,
+    /// At least this many trays (compute or switch) of the event's rack
+    /// leak, this event's tray included: their leak events are not cleared
+    /// (`event.clear`). The escalation of the built-in leak rule: 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_leaking_trays: Option<u32>,
+    /// At most this many trays of the rack leak (the same count).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_leaking_trays: Option<u32>,
 }
 
 /// What an action does.
@@ -182,6 +191,16 @@ pub enum ActionKind {
         target: TargetStrategy,
         /// The operation and its options.
         task: Box<TaskSubmit>,
+        /// Goes first: open tasks of the rack its task conflicts with are
+        /// cancelled (at their next action boundary; their record names
+        /// this event) and its task starts at once instead of queueing.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        preempt: bool,
+        /// Locks the targets: no power-on, reset or firmware task may
+        /// start on them until the event is cleared (`event.clear`). The
+        /// event's own component is always locked for a leak.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        lock: bool,
     },
     /// Log a line at the severity and count it
     /// (`flow_event_alerts_total`).
@@ -456,6 +475,49 @@ pub struct EventRecord {
     pub rule: String,
     /// Its actions' executions.
     pub executions: Vec<ExecutionRecord>,
+    /// The components it locks (none once cleared).
+    #[serde(default)]
+    pub locks: Vec<ComponentLock>,
+    /// When an operator cleared it (its locks removed).
+    #[serde(default, with = "crate::task::timestamp::option")]
+    pub cleared_at: Option<OffsetDateTime>,
+    /// Why, as the operator gave it.
+    #[serde(default)]
+    pub cleared_reason: String,
+    /// Who cleared it.
+    #[serde(default)]
+    pub cleared_by: String,
+}
+
+/// A component an event locks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentLock {
+    /// The rack's name.
+    pub rack: String,
+    /// The component's name.
+    pub component: String,
+    /// The event.
+    pub event_id: EventId,
+    /// Since when.
+    #[serde(with = "crate::task::timestamp")]
+    pub since: OffsetDateTime,
+}
+
+/// The longest reason `event.clear` takes.
+pub const MAX_CLEAR_REASON_LEN: usize = 1024;
+
+/// `event.clear`: removes the event's locks, recording who and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventClear {
+    /// The event.
+    pub id: EventId,
+    /// Why it is safe (required, not blank, at most
+    /// [`MAX_CLEAR_REASON_LEN`] bytes).
+    pub reason: String,
+    /// Who clears it (the CLI sends the operator's login name).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub by: String,
 }
 
 /// `event.get`.

@@ -186,6 +186,10 @@ pub struct TaskRecord {
     /// (`docs/operating-safety.md`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub power_waits: Vec<crate::power::PowerWait>,
+    /// The hardware event that preempted it: cancelled so that the event's
+    /// task could start at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preempted_by: Option<crate::ids::EventId>,
     /// Its steps, by stage then index.
     pub steps: Vec<StepRecord>,
 }

@@ -5,9 +5,11 @@
 //! event identity once with its executions in one transaction, and hands
 //! due executions out with `FOR UPDATE SKIP LOCKED` and a fenced lease.
 
+use std::collections::BTreeSet;
+
 use flow_protocol::event::{
-    BindingRecord, BindingScope, EventRecord, EventRuleRecord, EventRuleSpec, EventType,
-    ExecutionRecord, ExecutionStatus, HardwareEvent, RuleAction, Severity,
+    BindingRecord, BindingScope, ComponentLock, EventRecord, EventRuleRecord, EventRuleSpec,
+    EventType, ExecutionRecord, ExecutionStatus, HardwareEvent, RuleAction, Severity,
 };
 use flow_protocol::{EventId, EventRuleId, ExecutionId, RackId, TaskId};
 use serde_json::Value;
@@ -364,7 +366,28 @@ impl Store {
         rule_name: &str,
         executions: &[NewExecution],
     ) -> Result<(EventId, bool), StoreError> {
+        self.insert_event_planned(event, rule_name, |_| (executions.to_vec(), Vec::new()))
+            .await
+    }
+
+    /// Stores an event once per identity, with the executions and locks
+    /// `plan` decides from the components of its rack that leak (those
+    /// with an uncleared leak event, this one's included when it is a
+    /// leak). One event of a rack at a time (a transaction-scoped advisory
+    /// lock on the rack's name): two leaks arriving together are counted
+    /// together. Returns the event's ID and whether it was new (a repeat
+    /// stores nothing and `plan` is not called).
+    pub async fn insert_event_planned(
+        &self,
+        event: &HardwareEvent,
+        rule_name: &str,
+        plan: impl FnOnce(&BTreeSet<String>) -> (Vec<NewExecution>, Vec<String>),
+    ) -> Result<(EventId, bool), StoreError> {
         let mut tx = self.pool().begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('flow.event.rack:' || $1, 0))")
+            .bind(&event.rack)
+            .execute(&mut *tx)
+            .await?;
         let inserted: Option<Uuid> = sqlx::query_scalar(
             "INSERT INTO hardware_events (id, source, key, event_type, severity, rack_name, \
              component, message, origin, observed_at, rule_name) \
@@ -393,6 +416,15 @@ impl Store {
                     .await?;
             return Ok((EventId(id), false));
         };
+        let leaking: Vec<String> = sqlx::query_scalar(
+            "SELECT DISTINCT component FROM hardware_events WHERE rack_name = $1 \
+             AND event_type = $2 AND cleared_at IS NULL",
+        )
+        .bind(&event.rack)
+        .bind(EventType::LeakDetected.as_str())
+        .fetch_all(&mut *tx)
+        .await?;
+        let (executions, locks) = plan(&leaking.into_iter().collect());
         for (position, e) in executions.iter().enumerate() {
             sqlx::query(
                 "INSERT INTO event_executions (id, event_id, position, action, spec, status, \
@@ -410,8 +442,79 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         }
+        sqlx::query(
+            "INSERT INTO component_locks (rack_name, component, event_id) \
+             SELECT $1, unnest($2::text[]), $3 ON CONFLICT DO NOTHING",
+        )
+        .bind(&event.rack)
+        .bind(&locks)
+        .bind(id)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
         Ok((EventId(id), true))
+    }
+
+    /// Clears an event: its locks go, and who cleared it, when and why are
+    /// recorded on it. An event cleared already is a conflict (its first
+    /// clearing stands).
+    pub async fn clear_event(&self, id: EventId, reason: &str, by: &str) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
+        let cleared: Option<Option<OffsetDateTime>> =
+            sqlx::query_scalar("SELECT cleared_at FROM hardware_events WHERE id = $1 FOR UPDATE")
+                .bind(id.as_uuid())
+                .fetch_optional(&mut *tx)
+                .await?;
+        match cleared {
+            None => return Err(StoreError::NotFound(format!("no event {id}"))),
+            Some(Some(at)) => {
+                return Err(StoreError::Conflict(format!(
+                    "event {id} was cleared already at {}",
+                    flow_protocol::task::timestamp::format(at)
+                )));
+            }
+            Some(None) => {}
+        }
+        sqlx::query(
+            "UPDATE hardware_events SET cleared_at = now(), cleared_reason = $2, cleared_by = $3 \
+             WHERE id = $1",
+        )
+        .bind(id.as_uuid())
+        .bind(reason)
+        .bind(by)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM component_locks WHERE event_id = $1")
+            .bind(id.as_uuid())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The locks on these components of a rack (by name), oldest first.
+    pub async fn locks_on(
+        &self,
+        rack: &str,
+        components: &[String],
+    ) -> Result<Vec<ComponentLock>, StoreError> {
+        let rows: Vec<(String, String, Uuid, OffsetDateTime)> = sqlx::query_as(
+            "SELECT rack_name, component, event_id, since FROM component_locks \
+             WHERE rack_name = $1 AND component = ANY($2) ORDER BY since, component",
+        )
+        .bind(rack)
+        .bind(components)
+        .fetch_all(self.pool())
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(rack, component, event_id, since)| ComponentLock {
+                rack,
+                component,
+                event_id: EventId(event_id),
+                since,
+            })
+            .collect())
     }
 
     /// Claims up to `limit` due executions for `lease`: pending ones whose
@@ -595,12 +698,38 @@ impl Store {
                 tasks: tasks.into_iter().map(TaskId).collect(),
             });
         }
+        let (cleared_at, cleared_reason, cleared_by): (Option<OffsetDateTime>, String, String) =
+            sqlx::query_as(
+                "SELECT cleared_at, cleared_reason, cleared_by FROM hardware_events WHERE id = $1",
+            )
+            .bind(id.as_uuid())
+            .fetch_one(self.pool())
+            .await?;
+        let locks: Vec<(String, String, OffsetDateTime)> = sqlx::query_as(
+            "SELECT rack_name, component, since FROM component_locks WHERE event_id = $1 \
+             ORDER BY component",
+        )
+        .bind(id.as_uuid())
+        .fetch_all(self.pool())
+        .await?;
         Ok(EventRecord {
             id,
             event,
             received_at,
             rule,
             executions,
+            locks: locks
+                .into_iter()
+                .map(|(rack, component, since)| ComponentLock {
+                    rack,
+                    component,
+                    event_id: id,
+                    since,
+                })
+                .collect(),
+            cleared_at,
+            cleared_reason,
+            cleared_by,
         })
     }
 

@@ -154,6 +154,24 @@ pub fn admit(
     })
 }
 
+/// The open tasks a task that goes first (`footprint`, a hardware event's
+/// power-off) cancels so that it can start at once: every task open on the
+/// rack, running or waiting, that it conflicts with — except forced
+/// power-offs, which do what it does (cancelling one would only leave a
+/// tray on longer).
+pub fn preempted(footprint: &Footprint, tasks: &RackTasks) -> Vec<TaskId> {
+    use flow_rules::{OperationCode, PowerOperation};
+    tasks
+        .open
+        .iter()
+        .filter(|t| {
+            t.footprint.operation != Some(OperationCode::Power(PowerOperation::ForcePowerOff))
+        })
+        .filter(|t| conflict(footprint, &t.footprint).is_some())
+        .map(|t| t.id)
+        .collect()
+}
+
 /// How long after its window opens a task without an end or queue timeout
 /// may wait for its components.
 pub const DEFAULT_WINDOW_WAIT: Duration = Duration::from_secs(3600);

@@ -215,6 +215,21 @@ impl TaskTx {
             .collect()
     }
 
+    /// Records that hardware event `event` preempted `task` (cancelled it
+    /// so that the event's task could start at once).
+    pub async fn mark_preempted(
+        &mut self,
+        task: TaskId,
+        event: flow_protocol::EventId,
+    ) -> Result<(), StoreError> {
+        sqlx::query("UPDATE tasks SET preempted_by = $2 WHERE id = $1")
+            .bind(task.as_uuid())
+            .bind(event.as_uuid())
+            .execute(self.conn().await?)
+            .await?;
+        Ok(())
+    }
+
     /// Records that these components of `rack` now run `version`.
     pub async fn record_firmware(
         &mut self,
