@@ -15,7 +15,8 @@ use flow_client::{Client, ClientError};
 use flow_protocol::api::{
     ErrorCode, RackByRef, RackList, TaskById, TaskList, TaskSubmit, endpoint,
 };
-use flow_protocol::ids::{RackRef, TaskId};
+use flow_protocol::event::{EventById, EventClear, EventList};
+use flow_protocol::ids::{EventId, RackRef, TaskId};
 use flow_protocol::run::{RunAdvance, RunByRef, RunList, RunTargets};
 use flow_protocol::schedule::{ScheduleByRef, ScheduleList};
 use futures::StreamExt;
@@ -122,6 +123,9 @@ pub fn router(state: AppState) -> Router {
             "/schedules/{schedule}/act",
             get(schedule_confirm).post(schedule_act),
         )
+        .route("/events", get(events))
+        .route("/events/{id}", get(event))
+        .route("/events/{id}/clear", axum::routing::post(event_clear))
         .route("/live", get(live_stream))
         .route("/static/console.css", get(css))
         .route("/static/console.js", get(js))
@@ -249,17 +253,55 @@ async fn site(
     for t in recent.tasks.into_iter().filter(|t| t.status.is_open()) {
         open.entry(t.rack.clone()).or_insert(t);
     }
+    let marks = safety_marks(&state, &racks).await?;
     Ok(page(
         &state,
         user,
         &headers,
         (Section::Site, "Site", Some("site")),
         |ctx| {
-            pages::site::render(ctx, &racks, &open, &q.labels, &|rack, component| {
-                state.states.get(rack, component)
-            })
+            pages::site::render(
+                ctx,
+                &racks,
+                &open,
+                &q.labels,
+                &|rack, component| state.states.get(rack, component),
+                &marks,
+            )
         },
     ))
+}
+
+/// Locks from events, and racks whose power domain holds commands now.
+async fn safety_marks(
+    state: &AppState,
+    racks: &[flow_protocol::api::RackRecord],
+) -> Result<pages::site::Marks, PageError> {
+    let mut marks = pages::site::Marks::default();
+    let events = state
+        .client
+        .call::<endpoint::EventList>(&EventList {
+            rack: None,
+            limit: Some(1000),
+        })
+        .await?;
+    for e in events.events {
+        for l in e.locks {
+            marks.locked.insert((l.rack, l.component), l.event_id);
+        }
+    }
+    let domains = state
+        .client
+        .call::<endpoint::PowerDomainList>(&flow_protocol::power::PowerDomainList {})
+        .await?;
+    for d in domains.domains.iter().filter(|d| d.waiting > 0) {
+        for r in racks.iter().filter(|r| r.power_domains.contains(&d.name)) {
+            marks.held.entry(r.name.clone()).or_insert_with(|| {
+                format!("power held in {}: {} commands waiting", d.name, d.waiting)
+            });
+        }
+    }
+    Ok(marks)
 }
 
 async fn tasks(
@@ -307,6 +349,91 @@ async fn task(
         (Section::Tasks, &title, Some(&topic)),
         |ctx| pages::task::render(ctx, &record),
     ))
+}
+
+#[derive(Debug, Deserialize)]
+struct EventsQuery {
+    #[serde(default)]
+    rack: String,
+}
+
+async fn events(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Query(q): Query<EventsQuery>,
+) -> PageResult {
+    let rack = Some(q.rack.trim()).filter(|r| !r.is_empty());
+    let list = state
+        .client
+        .call::<endpoint::EventList>(&EventList {
+            rack: rack.map(str::to_owned),
+            limit: Some(200),
+        })
+        .await?;
+    Ok(page(
+        &state,
+        user,
+        &headers,
+        (Section::Events, "Events", None),
+        |_| pages::events::render_list(&list.events, rack),
+    ))
+}
+
+fn event_id(text: &str) -> Result<EventId, PageError> {
+    text.parse()
+        .map_err(|_| PageError::BadRequest(format!("{text:?} is not an event ID")))
+}
+
+async fn event(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+) -> PageResult {
+    let id = event_id(&id)?;
+    let record = state
+        .client
+        .call::<endpoint::EventGet>(&EventById { id })
+        .await?;
+    let title = format!("{} {}", record.event.event_type, record.event.component);
+    Ok(page(
+        &state,
+        user,
+        &headers,
+        (Section::Events, &title, None),
+        |ctx| pages::events::render_one(ctx, &record),
+    ))
+}
+
+/// The Clear form: its token and the operator's reason.
+#[derive(Debug, Deserialize)]
+struct ClearForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+}
+
+async fn event_clear(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Form(form): Form<ClearForm>,
+) -> PageResult {
+    let id = event_id(&id)?;
+    may_act(&state, &user, &headers, &form.csrf)?;
+    let record = state
+        .client
+        .call::<endpoint::EventClear>(&EventClear {
+            id,
+            reason: form.reason.clone(),
+            by: user.name.clone(),
+        })
+        .await?;
+    tracing::info!(user = %user.name, event = %id, locks = record.locks.len(), "event cleared from the console");
+    Ok(Redirect::to(&format!("/events/{id}")).into_response())
 }
 
 /// A form with only its CSRF token (a task's cancel).

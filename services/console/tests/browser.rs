@@ -666,3 +666,115 @@ async fn a_page_catches_up_when_its_event_stream_comes_back() {
     drop(console);
     env.stop().await;
 }
+
+/// A leak locks its tray: the site marks the tile, the Events page shows
+/// the event with its lock, and an operator clears it there with a reason,
+/// which lifts the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leak_locks_the_tile_and_an_operator_clears_it_with_a_reason() {
+    let env = small_rack().await;
+    let event = env
+        .ok(
+            "event.publish",
+            json!({"source": "console-test", "key": "leak-1", "event_type": "hardware.leak.detected",
+                   "severity": "critical", "rack": "rack-01", "component": "compute-01",
+                   "message": "drip tray wet", "observed_at": "2026-12-05T00:00:00Z"}),
+        )
+        .await;
+    let id = event["id"].as_str().expect("an event ID").to_owned();
+    let console = Console::start(&env.nats.url());
+    let browser = Browser::start();
+    let mut tab = browser.tab().await;
+    tab.bearer(OPERATOR).await;
+
+    // The site: the leaking tray's square is marked and the tile links
+    // to the event (the lock is written with the event, so no wait).
+    tab.goto(&format!("{}/", console.url)).await;
+    tab.wait_for(
+        "document.querySelector('[data-rack=\"rack-01\"] [data-component=\"compute-01\"][data-locked]') !== null",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(
+        tab.eval("document.querySelectorAll('[data-locked]').length")
+            .await,
+        json!(1),
+        "only the leaking tray is locked"
+    );
+    assert_eq!(
+        tab.eval("document.querySelector('[data-rack=\"rack-01\"] p.lock a').getAttribute('href')")
+            .await,
+        json!(format!("/events/{id}"))
+    );
+    screenshot(&mut tab, "event-locked-site").await;
+
+    // The Events page lists it with its lock; its page offers Clear.
+    tab.goto(&format!("{}/events", console.url)).await;
+    assert_eq!(
+        tab.eval(&format!(
+            "document.querySelector('tr[data-event=\"{id}\"]').dataset.locks"
+        ))
+        .await,
+        json!("1")
+    );
+    tab.goto(&format!("{}/events/{id}", console.url)).await;
+    assert_eq!(
+        tab.eval(
+            "[...document.querySelectorAll('ul.locks li')].map(l => l.dataset.component).join(',')"
+        )
+        .await,
+        json!("compute-01")
+    );
+    screenshot(&mut tab, "event-locked").await;
+    // A viewer gets no form.
+    let mut viewer = browser.tab().await;
+    viewer.bearer(VIEWER).await;
+    viewer.goto(&format!("{}/events/{id}", console.url)).await;
+    assert_eq!(
+        viewer
+            .eval("document.querySelectorAll('form.clear').length")
+            .await,
+        json!(0)
+    );
+
+    // Clear with a reason: the lock goes, the reason stays on the event.
+    tab.eval(
+        "document.querySelector('form.clear textarea').value = 'tray replaced, dry'; \
+         document.querySelector('form.clear button').click(); true",
+    )
+    .await;
+    tab.wait_for(
+        "document.querySelector('dd.cleared .reason') !== null",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(
+        tab.eval("document.querySelector('dd.cleared .reason').textContent")
+            .await,
+        json!("tray replaced, dry")
+    );
+    assert_eq!(
+        tab.eval("document.querySelectorAll('ul.locks li').length")
+            .await,
+        json!(0)
+    );
+    let stored = env.ok("event.get", json!({ "id": id })).await;
+    assert_eq!(stored["cleared_reason"], "tray replaced, dry", "{stored}");
+    assert_eq!(stored["locks"], json!([]), "{stored}");
+    tab.goto(&format!("{}/", console.url)).await;
+    tab.wait_for(
+        "document.querySelector('[data-component=\"compute-01\"]') !== null",
+        Duration::from_secs(10),
+    )
+    .await;
+    assert_eq!(
+        tab.eval("document.querySelectorAll('[data-locked]').length")
+            .await,
+        json!(0)
+    );
+    drop(viewer);
+    drop(tab);
+    drop(browser);
+    drop(console);
+    env.stop().await;
+}

@@ -3,6 +3,7 @@
 //! swap in when the live stream says something changed.
 
 pub mod confirm;
+pub mod events;
 pub mod runs;
 pub mod schedules;
 pub mod site;
@@ -41,6 +42,8 @@ pub enum Section {
     Runs,
     /// Schedules.
     Schedules,
+    /// Hardware events and locks.
+    Events,
 }
 
 /// A whole page: the header, the navigation and `main`. `live` is the
@@ -57,6 +60,7 @@ pub fn layout(
         (Section::Tasks, "/tasks", "Tasks"),
         (Section::Runs, "/runs", "Rollouts"),
         (Section::Schedules, "/schedules", "Schedules"),
+        (Section::Events, "/events", "Events"),
     ];
     html! {
         (DOCTYPE)

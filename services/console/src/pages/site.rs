@@ -14,6 +14,17 @@ use maud::{Markup, html};
 
 use super::{Ctx, action_link, badge};
 
+/// What safety holds on racks now: components locked by an event, and
+/// racks in a power domain whose limits hold commands.
+#[derive(Debug, Default)]
+pub struct Marks {
+    /// (rack, component) → the event locking it.
+    pub locked: BTreeMap<(String, String), flow_protocol::EventId>,
+    /// rack → why its domain holds commands (`power held in row=B: 3
+    /// waiting`).
+    pub held: BTreeMap<String, String>,
+}
+
 /// A component's state by (rack, component) name.
 pub type StateOf<'a> = &'a dyn Fn(&str, &str) -> Option<ComponentState>;
 
@@ -24,6 +35,7 @@ pub fn render(
     open: &BTreeMap<String, TaskSummary>,
     filter: &str,
     state_of: StateOf<'_>,
+    marks: &Marks,
 ) -> Markup {
     let components: usize = racks.iter().map(|r| r.components.len()).sum();
     let mut power: BTreeMap<&str, usize> = BTreeMap::new();
@@ -55,7 +67,8 @@ pub fn render(
             p.legend {
                 span.c.pw-on {} " on " span.c.pw-off {} " off " span.c.pw-unknown {} " unknown "
                 span.c.pw-on.st-maintenance {} " maintenance " span.c.pw-on.st-in_use {} " in use "
-                span.c.pw-on.unreachable {} " BMC not answering"
+                span.c.pw-on.unreachable {} " BMC not answering "
+                span.c.pw-off.locked {} " locked (leak)"
             }
         }
         @if racks.is_empty() {
@@ -63,19 +76,33 @@ pub fn render(
         }
         div.racks {
             @for rack in racks {
-                (tile(ctx, rack, open.get(&rack.name), state_of))
+                (tile(ctx, rack, open.get(&rack.name), state_of, marks))
             }
         }
     }
 }
 
-fn tile(ctx: &Ctx, rack: &RackRecord, open: Option<&TaskSummary>, state_of: StateOf<'_>) -> Markup {
+fn tile(
+    ctx: &Ctx,
+    rack: &RackRecord,
+    open: Option<&TaskSummary>,
+    state_of: StateOf<'_>,
+    marks: &Marks,
+) -> Markup {
+    let locked = |c: &str| marks.locked.get(&(rack.name.clone(), c.to_owned()));
+    let locks = rack
+        .components
+        .iter()
+        .filter(|c| locked(&c.name).is_some())
+        .count();
+    let lock_event = rack.components.iter().find_map(|c| locked(&c.name));
     let mut by_type: BTreeMap<ComponentType, Vec<_>> = BTreeMap::new();
     for c in &rack.components {
         by_type.entry(c.component_type).or_default().push(c);
     }
     html! {
-        article.rack.busy[open.is_some()] data-rack=(rack.name) {
+        article.rack.busy[open.is_some()].locked[locks > 0] data-rack=(rack.name) data-locks=(locks)
+            data-held=[marks.held.get(&rack.name)] {
             header {
                 h2 { (rack.name) }
                 span.model { (rack.model) }
@@ -85,6 +112,14 @@ fn tile(ctx: &Ctx, rack: &RackRecord, open: Option<&TaskSummary>, state_of: Stat
                 p.labels {
                     @for (k, v) in &rack.labels { span.label { (k) "=" (v) } }
                 }
+            }
+            @if let Some(event) = lock_event {
+                p.lock {
+                    a href={ "/events/" (event) } { "🔒 " (locks) " locked by a leak event" }
+                }
+            }
+            @if let Some(why) = marks.held.get(&rack.name) {
+                p.held { "⏸ " (why) }
             }
             @if let Some(task) = open {
                 p.running {
@@ -98,7 +133,7 @@ fn tile(ctx: &Ctx, rack: &RackRecord, open: Option<&TaskSummary>, state_of: Stat
                     span.kind-name { (kind.as_str()) " ×" (list.len()) }
                     div.components {
                         @for c in list {
-                            (component(kind.as_str(), c, state_of(&rack.name, &c.name).as_ref()))
+                            (component(kind.as_str(), c, state_of(&rack.name, &c.name).as_ref(), locked(&c.name).is_some()))
                         }
                     }
                 }
@@ -115,7 +150,12 @@ fn tile(ctx: &Ctx, rack: &RackRecord, open: Option<&TaskSummary>, state_of: Stat
 }
 
 /// One component's square.
-fn component(kind: &str, c: &ComponentRecord, state: Option<&ComponentState>) -> Markup {
+fn component(
+    kind: &str,
+    c: &ComponentRecord,
+    state: Option<&ComponentState>,
+    locked: bool,
+) -> Markup {
     let power = state.map_or(PowerState::Unknown, |s| s.power);
     let reachable = match state {
         None => "not watched",
@@ -136,9 +176,12 @@ fn component(kind: &str, c: &ComponentRecord, state: Option<&ComponentState>) ->
     if let Some(s) = state.filter(|s| !s.error.is_empty()) {
         title.push_str(&format!(" · {}", s.error));
     }
+    if locked {
+        title.push_str(" · locked by a leak event");
+    }
     html! {
-        span class={ "c pw-" (power.as_str()) " st-" (c.status.as_str()) @if reachable == "unreachable" { " unreachable" } }
-            data-component=(c.name) data-power=(power.as_str()) data-reachable=(reachable)
+        span class={ "c pw-" (power.as_str()) " st-" (c.status.as_str()) @if reachable == "unreachable" { " unreachable" } @if locked { " locked" } }
+            data-component=(c.name) data-locked=[locked.then_some("true")] data-power=(power.as_str()) data-reachable=(reachable)
             data-status=(c.status.as_str()) title=(title) {
             (c.slot.map(|s| s.to_string()).unwrap_or_default())
         }
