@@ -91,6 +91,43 @@ async fn the_binary_serves_metrics_on_the_logged_address() {
     ] {
         assert!(page.contains(expected), "{expected:?} missing:\n{page}");
     }
+    // A power domain's gauges follow it within a refresh.
+    let client = async_nats::connect(nats.url()).await.expect("connect");
+    let reply = client
+        .request(
+            "flow.api.power_domain.set",
+            r#"{"name": "row=B", "budget_kw": 1200, "max_shelves_off": 4}"#.into(),
+        )
+        .await
+        .expect("power_domain.set");
+    assert!(
+        String::from_utf8_lossy(&reply.payload).contains("\"result\""),
+        "{}",
+        String::from_utf8_lossy(&reply.payload)
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let page = reqwest::get(format!("http://{addr}/metrics"))
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .unwrap();
+        let wanted = [
+            "\nflow_power_budget_kw{domain=\"row=B\"} 1200.0\n",
+            "\nflow_power_in_use_kw{domain=\"row=B\"} 0.0\n",
+            "\nflow_power_waiting{domain=\"row=B\"} 0\n",
+            "\nflow_power_shelves_off{domain=\"row=B\"} 0\n",
+        ];
+        if wanted.iter().all(|w| page.contains(w)) {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no power domain gauges {wanted:?}:\n{page}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     let pid = child.id().expect("pid").to_string();
     let killed = std::process::Command::new("kill")
