@@ -8,10 +8,24 @@
 //! | `POST /admin/v1/faults` (one [`FaultSpec`]) | `200` the new list; `400` if invalid |
 //! | `DELETE /admin/v1/faults` | `200` `[]` |
 //! | `DELETE /admin/v1/faults/{id}` | `200` the new list; `404` if absent |
-//! | `POST /admin/v1/reset` | `204`; every component back to its initial state |
+//! | `POST /admin/v1/reset` | `204`; every component back to its initial state; every power domain's peak, trips, power-on log and shelves-off peak start again |
 //! | `POST /admin/v1/sessions/expire` | `200` `{"expired": n}`: every BMC drops its Redfish sessions |
 //! | `POST /admin/v1/racks/{rack}/components/{component}/conditions` (`{"kind": "leak" \| "over_temperature"}`) | `200` the [`Condition`] (the one already raised, if any); `400` if invalid; `404` for an unknown component |
 //! | `DELETE /admin/v1/racks/{rack}/components/{component}/conditions` | `200` `{"cleared": n}` |
+//! | `GET /admin/v1/power` | `200` [`PowerReport`]: `{"domains": [{"name", "racks", "breaker_kw", "draw_kw", "peak_kw", "peak_at_ms", "trips": [{"at_ms", "draw_kw", "rack", "component"}], "power_ons": [{"rack", "component", "at_ms"}], "shelves_off_peak", "shelves_off"}]}` |
+//! | `GET /admin/v1/power/domains/{name}` | `200` one [`DomainReport`]; `404` for an unknown domain |
+//! | `PUT /admin/v1/power/domains/{name}` (`{"racks": ["rack-01", …], "breaker_kw": 120.0 \| null}`) | `200` the new [`DomainReport`] (created, or replaced: its records start afresh); `400` naming the bad field; `404` naming an unknown rack |
+//! | `DELETE /admin/v1/power/domains/{name}` | `204`; `404` for an unknown domain |
+//!
+//! Power domains (`services/rack-sim/src/domains.rs`): `draw_kw` is the
+//! domain's total now, `peak_kw` its highest total since it was set or the
+//! simulator reset (evaluated exactly at each power-on instant), `trips` its
+//! breaker trips (a total over `breaker_kw` at a power-on instant: every
+//! component of every rack of the domain loses power), `power_ons` every
+//! accepted `On`/`ForceOn`/`GracefulRestart`/`ForceRestart`/`PowerCycle`
+//! with the wall-clock epoch milliseconds it was received at,
+//! `shelves_off` the power shelves drawing nothing now and
+//! `shelves_off_peak` the most at once since it was set or reset.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +38,7 @@ use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 
 use crate::api_error::ApiError;
+use crate::domains::{DomainError, DomainReport, PowerReport};
 use crate::faults::{Fault, FaultError, FaultId, FaultSpec};
 use crate::model::{Condition, ConditionKind};
 use crate::world::World;
@@ -40,6 +55,11 @@ pub(crate) fn router(world: Arc<World>) -> Router {
         .route("/admin/v1/faults/{id}", delete(remove_fault))
         .route("/admin/v1/reset", post(reset))
         .route("/admin/v1/sessions/expire", post(expire_sessions))
+        .route("/admin/v1/power", get(power_report))
+        .route(
+            "/admin/v1/power/domains/{name}",
+            get(show_domain).put(set_domain).delete(remove_domain),
+        )
         .route(
             "/admin/v1/racks/{rack}/components/{component}/conditions",
             post(raise_condition).delete(clear_conditions),
@@ -83,6 +103,104 @@ async fn clear_conditions(
         .clear_conditions(&rack, &component)
         .map_err(|e| ApiError::NotFound(e.to_string()))?;
     Ok(Json(serde_json::json!({ "cleared": cleared })).into_response())
+}
+
+async fn power_report(State(world): State<Arc<World>>) -> Json<PowerReport> {
+    Json(world.power_report())
+}
+
+async fn show_domain(
+    State(world): State<Arc<World>>,
+    Path(name): Path<String>,
+) -> Result<Json<DomainReport>, ApiError> {
+    world
+        .power_report()
+        .domains
+        .into_iter()
+        .find(|d| d.name == name)
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound(DomainError::UnknownDomain(name).to_string()))
+}
+
+/// A `PUT /admin/v1/power/domains/{name}` body, checked field by field so
+/// every refusal names its field.
+fn parse_domain(body: &[u8]) -> Result<(Vec<String>, Option<f64>), ApiError> {
+    let bad = |field: &str, reason: &str| ApiError::BadRequest(format!("{field}: {reason}"));
+    let value: serde_json::Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::BadRequest(format!("body: not JSON ({e})")))?;
+    let serde_json::Value::Object(fields) = value else {
+        return Err(bad(
+            "body",
+            "must be an object {\"racks\": [...], \"breaker_kw\": n | null}",
+        ));
+    };
+    if let Some(unknown) = fields
+        .keys()
+        .find(|k| !matches!(k.as_str(), "racks" | "breaker_kw"))
+    {
+        return Err(ApiError::BadRequest(format!(
+            "{unknown}: unknown field (known: racks, breaker_kw)"
+        )));
+    }
+    let racks = match fields.get("racks") {
+        None => return Err(bad("racks", "missing: name the domain's racks")),
+        Some(serde_json::Value::Array(items)) => items
+            .iter()
+            .map(|item| {
+                item.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| bad("racks", &format!("{item} is not a rack name (a string)")))
+            })
+            .collect::<Result<Vec<_>, _>>()?,
+        Some(other) => {
+            return Err(bad(
+                "racks",
+                &format!("must be an array of rack names, got {other}"),
+            ));
+        }
+    };
+    let breaker_kw = match fields.get("breaker_kw") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::Number(n)) => n.as_f64(),
+        Some(other) => {
+            return Err(bad(
+                "breaker_kw",
+                &format!("must be a number of kW or null, got {other}"),
+            ));
+        }
+    };
+    Ok((racks, breaker_kw))
+}
+
+async fn set_domain(
+    State(world): State<Arc<World>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> Result<Json<DomainReport>, ApiError> {
+    let (racks, breaker_kw) = parse_domain(&body)?;
+    world
+        .set_domain(&name, &racks, breaker_kw)
+        .map(Json)
+        .map_err(domain_error)
+}
+
+async fn remove_domain(
+    State(world): State<Arc<World>>,
+    Path(name): Path<String>,
+) -> Result<StatusCode, ApiError> {
+    world
+        .remove_domain(&name)
+        .map(|()| StatusCode::NO_CONTENT)
+        .map_err(domain_error)
+}
+
+fn domain_error(e: DomainError) -> ApiError {
+    match e {
+        DomainError::Invalid { .. } => ApiError::BadRequest(e.to_string()),
+        DomainError::UnknownRack(_) | DomainError::UnknownDomain(_) => {
+            ApiError::NotFound(e.to_string())
+        }
+    }
 }
 
 async fn show_state(State(world): State<Arc<World>>) -> Response {

@@ -65,6 +65,9 @@ pub struct SimConfig {
     /// Vendor profiles of the BMCs (`--profile`, later ones win; none:
     /// every BMC standard).
     pub profiles: Vec<ProfileChoice>,
+    /// Power draw per component type (`--draw`), for the power domains
+    /// (`services/rack-sim/src/domains.rs`).
+    pub draw: Draws,
 }
 
 impl Default for SimConfig {
@@ -86,6 +89,7 @@ impl Default for SimConfig {
             timings: Timings::default(),
             faults: Vec::new(),
             profiles: Vec::new(),
+            draw: Draws::default(),
         }
     }
 }
@@ -283,6 +287,147 @@ impl Timings {
     }
 }
 
+/// The power one component type draws: from its power-on instant (an `On`,
+/// or the "on" half of a restart or power cycle) it draws `inrush_w`,
+/// falling linearly to `steady_w` over `settle` (at time-scale 1.0); off it
+/// draws nothing.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Draw {
+    /// Watts at the power-on instant.
+    pub inrush_w: f64,
+    /// Watts once settled.
+    pub steady_w: f64,
+    /// From inrush to steady (simulated time: scaled by the time scale).
+    pub settle: Duration,
+}
+
+impl Draw {
+    /// A GB200 compute tray: 9,000 W inrush, 5,400 W steady, 2 s settle.
+    /// Flow's control plane uses the same figures.
+    pub const COMPUTE: Draw = Draw {
+        inrush_w: 9_000.0,
+        steady_w: 5_400.0,
+        settle: Duration::from_secs(2),
+    };
+    /// An NVLink switch tray: 1,500 W inrush, 900 W steady, 2 s settle.
+    pub const NVSWITCH: Draw = Draw {
+        inrush_w: 1_500.0,
+        steady_w: 900.0,
+        settle: Duration::from_secs(2),
+    };
+    /// A power shelf's own draw: 400 W inrush, 200 W steady, 1 s settle.
+    pub const POWERSHELF: Draw = Draw {
+        inrush_w: 400.0,
+        steady_w: 200.0,
+        settle: Duration::from_secs(1),
+    };
+
+    /// Watts drawn `elapsed` after the power-on instant: `inrush_w` at 0,
+    /// linearly down to `steady_w` at `settle`, `steady_w` from then on (at
+    /// once when `settle` is zero).
+    pub fn at(&self, elapsed: Duration) -> f64 {
+        if elapsed >= self.settle {
+            return self.steady_w;
+        }
+        let fraction = elapsed.as_secs_f64() / self.settle.as_secs_f64();
+        self.inrush_w - (self.inrush_w - self.steady_w) * fraction
+    }
+}
+
+/// The [`Draw`] of every component type (`--draw type=inrush/steady/settle`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Draws {
+    /// Compute trays.
+    pub compute: Draw,
+    /// NVLink switch trays.
+    pub nvswitch: Draw,
+    /// Power shelves.
+    pub powershelf: Draw,
+}
+
+impl Default for Draws {
+    fn default() -> Self {
+        Draws {
+            compute: Draw::COMPUTE,
+            nvswitch: Draw::NVSWITCH,
+            powershelf: Draw::POWERSHELF,
+        }
+    }
+}
+
+impl Draws {
+    /// The type names `--draw` accepts (any case).
+    pub const NAMES: [&'static str; 3] = ["compute", "nvswitch", "powershelf"];
+
+    /// The draw of `kind`.
+    pub fn of(&self, kind: crate::model::ComponentKind) -> Draw {
+        use crate::model::ComponentKind;
+        match kind {
+            ComponentKind::Compute => self.compute,
+            ComponentKind::NvSwitch => self.nvswitch,
+            ComponentKind::PowerShelf => self.powershelf,
+        }
+    }
+
+    /// Applies one `type=inrush_w/steady_w/settle` override, e.g.
+    /// `compute=9000/5400/2s`.
+    ///
+    /// # Errors
+    ///
+    /// [`ConfigError::Draw`] naming what is wrong: an unknown type, a
+    /// missing part, a number that is negative or not finite, an inrush
+    /// below the steady draw, a bad duration.
+    pub fn apply(&mut self, assignment: &str) -> Result<(), ConfigError> {
+        let bad = |reason: String| ConfigError::Draw {
+            input: assignment.to_owned(),
+            reason,
+        };
+        let (name, value) = assignment
+            .split_once('=')
+            .ok_or_else(|| bad("expected type=inrush_w/steady_w/settle".to_owned()))?;
+        let name = name.trim().to_ascii_lowercase();
+        let slot = match name.as_str() {
+            "compute" => &mut self.compute,
+            "nvswitch" => &mut self.nvswitch,
+            "powershelf" => &mut self.powershelf,
+            other => {
+                return Err(bad(format!(
+                    "unknown component type {other:?}; known: {}",
+                    Self::NAMES.join(", ")
+                )));
+            }
+        };
+        let parts: Vec<&str> = value.split('/').map(str::trim).collect();
+        let [inrush, steady, settle] = parts.as_slice() else {
+            return Err(bad(
+                "expected three parts, inrush_w/steady_w/settle, e.g. 9000/5400/2s".to_owned(),
+            ));
+        };
+        let watts = |field: &str, text: &str| -> Result<f64, ConfigError> {
+            match text.parse::<f64>() {
+                Ok(w) if w.is_finite() && w >= 0.0 => Ok(w),
+                _ => Err(bad(format!(
+                    "{field} must be a non-negative number of watts, got {text:?}"
+                ))),
+            }
+        };
+        let inrush_w = watts("inrush_w", inrush)?;
+        let steady_w = watts("steady_w", steady)?;
+        if inrush_w < steady_w {
+            return Err(bad(format!(
+                "inrush_w ({inrush_w}) must not be below steady_w ({steady_w})"
+            )));
+        }
+        let settle = parse_duration(settle).map_err(|e| bad(format!("settle: {e}")))?;
+        *slot = Draw {
+            inrush_w,
+            steady_w,
+            settle,
+        };
+        Ok(())
+    }
+}
+
 /// Parses `250ms`, `5s`, `1.5s` or `2m`.
 ///
 /// # Errors
@@ -345,6 +490,14 @@ pub enum ConfigError {
     /// `--initial-power` is neither `on` nor `off`.
     #[error("initial power must be `on` or `off`, got {0:?}")]
     InitialPower(String),
+    /// A `--draw` override is malformed.
+    #[error("bad draw {input:?}: {reason}")]
+    Draw {
+        /// The flag's value.
+        input: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A `--timing` override is malformed.
     #[error("bad timing {input:?}: {reason}")]
     Timing {
@@ -378,6 +531,37 @@ mod tests {
         let err = t.apply("warp=1s").expect_err("unknown timing");
         assert!(err.to_string().contains("unknown timing \"warp\""), "{err}");
         assert!(t.apply("bmc_boot").is_err());
+    }
+
+    #[test]
+    fn draw_overrides_name_what_is_wrong() {
+        let mut d = Draws::default();
+        assert_eq!(d.compute, Draw::COMPUTE);
+        d.apply("Compute=10000/6000/1.5s").expect("valid override");
+        assert_eq!(
+            d.compute,
+            Draw {
+                inrush_w: 10_000.0,
+                steady_w: 6_000.0,
+                settle: Duration::from_millis(1500)
+            }
+        );
+        assert_eq!(d.nvswitch, Draw::NVSWITCH, "other types untouched");
+        for (input, names) in [
+            ("gpu=1/1/1s", "unknown component type \"gpu\""),
+            ("compute=1/1", "three parts"),
+            ("compute=-1/0/1s", "inrush_w must be a non-negative"),
+            ("compute=1/x/1s", "steady_w must be a non-negative"),
+            (
+                "compute=100/200/1s",
+                "inrush_w (100) must not be below steady_w (200)",
+            ),
+            ("compute=200/100/1", "settle:"),
+            ("compute", "expected type="),
+        ] {
+            let err = d.apply(input).expect_err(input).to_string();
+            assert!(err.contains(names), "{input}: {err}");
+        }
     }
 
     #[test]

@@ -119,7 +119,13 @@
 //! and started decommission per component); `GET|POST|DELETE
 //! /admin/v1/faults`, `DELETE /admin/v1/faults/{id}`; `POST /admin/v1/reset`
 //! restores power, firmware, lifecycle, command logs and the configured
-//! faults. A fault is `{"target": "<glob on rack/component>", "kind": …}`
+//! faults (and starts every power domain's records again).
+//! `GET /admin/v1/power`, `GET|PUT|DELETE /admin/v1/power/domains/{name}`:
+//! power domains — each component draws its type's inrush at its power-on
+//! instant, falling linearly to its steady draw ([`Draw`], `--draw`); a
+//! domain reports its draw, its exact peak, its power-on commands, its
+//! shelves off and, given `breaker_kw`, its trips (every rack of the domain
+//! loses power); see `services/rack-sim/src/domains.rs`. A fault is `{"target": "<glob on rack/component>", "kind": …}`
 //! with kinds `latency {ms}`, `error_rate {rate, status}`,
 //! `fail_next {count, status}`, `unreachable {}`, `stuck_power {state}`,
 //! `firmware_fails {message}` and `decommission_stalls {}` (see
@@ -134,6 +140,7 @@ mod api_error;
 mod clock;
 mod config;
 mod destinations;
+mod domains;
 mod faults;
 mod gauge;
 mod inventory;
@@ -157,9 +164,10 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 pub use config::{
-    ConfigError, DEFAULT_ADMIN_PORT, DEFAULT_PASSWORD, DEFAULT_USER, InitialPower, SimConfig,
-    Timings, TlsPem, parse_duration,
+    ConfigError, DEFAULT_ADMIN_PORT, DEFAULT_PASSWORD, DEFAULT_USER, Draw, Draws, InitialPower,
+    SimConfig, Timings, TlsPem, parse_duration,
 };
+pub use domains::{DomainError, DomainReport, PowerOnRecord, PowerReport, TripRecord};
 pub use faults::{Fault, FaultError, FaultId, FaultKind, FaultSpec};
 pub use inventory::CREDENTIAL_REF;
 pub use lifecycle::LifecycleStatus;
@@ -391,6 +399,26 @@ impl Simulator {
     /// The installed faults.
     pub fn faults(&self) -> Vec<Fault> {
         self.world.faults.list()
+    }
+
+    /// Same as `GET /admin/v1/power`.
+    pub fn power(&self) -> PowerReport {
+        self.world.power_report()
+    }
+
+    /// Same as `PUT /admin/v1/power/domains/{name}`: creates or replaces a
+    /// power domain over `racks` with an optional breaker limit (kW).
+    ///
+    /// # Errors
+    ///
+    /// [`DomainError`] naming the bad field or the unknown rack.
+    pub fn set_power_domain(
+        &self,
+        name: &str,
+        racks: &[String],
+        breaker_kw: Option<f64>,
+    ) -> Result<DomainReport, DomainError> {
+        self.world.set_domain(name, racks, breaker_kw)
     }
 
     /// Same as `POST /admin/v1/reset`.

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use clap::{Parser, ValueEnum};
 use flow_protocol::rack::RackSpec;
-use flow_rack_sim::{FaultSpec, InitialPower, SimConfig, Timings, TlsPem};
+use flow_rack_sim::{Draws, FaultSpec, InitialPower, SimConfig, Timings, TlsPem};
 use tracing_subscriber::EnvFilter;
 
 /// Simulated GB200 NVL72 racks: one Redfish BMC per power shelf, NVLink
@@ -75,6 +75,11 @@ struct Args {
     /// Override a duration, e.g. --timing bmc_boot=2s (repeatable).
     #[arg(long = "timing", value_name = "NAME=DURATION")]
     timings: Vec<String>,
+    /// Override a component type's power draw, e.g. --draw
+    /// compute=9000/5400/2s (inrush W / steady W / settle; types compute,
+    /// nvswitch, powershelf; repeatable).
+    #[arg(long = "draw", value_name = "TYPE=INRUSH/STEADY/SETTLE")]
+    draws: Vec<String>,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -108,6 +113,10 @@ fn config(args: &Args) -> anyhow::Result<SimConfig> {
     let mut timings = Timings::default();
     for assignment in &args.timings {
         timings.apply(assignment)?;
+    }
+    let mut draw = Draws::default();
+    for assignment in &args.draws {
+        draw.apply(assignment)?;
     }
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsPem {
@@ -147,6 +156,7 @@ fn config(args: &Args) -> anyhow::Result<SimConfig> {
         timings,
         faults,
         profiles: args.profiles.clone(),
+        draw,
     })
 }
 

@@ -15,6 +15,7 @@ use tokio::time::Instant;
 
 use crate::clock::Clock;
 use crate::config::{SimConfig, Timings};
+use crate::domains::{Book, DomainError, DomainReport, Domains, PowerReport};
 use crate::faults::Faults;
 use crate::model::{Component, ComponentKind, Condition, ConditionKind, Ctx, PowerState, Rack};
 use crate::sync::lock;
@@ -165,6 +166,16 @@ pub(crate) struct World {
     /// looks whether it is targeted.
     stream_cuts: watch::Sender<u64>,
     next_condition: AtomicU64,
+    /// Power draw per component and the power domains.
+    pub(crate) domains: Domains,
+}
+
+/// Each component's kind and power state (for the book).
+fn power_states(rack: &Rack) -> Vec<(ComponentKind, PowerState)> {
+    rack.components
+        .iter()
+        .map(|c| (c.kind, c.power.state()))
+        .collect()
 }
 
 impl World {
@@ -212,8 +223,19 @@ impl World {
                 endpoints,
                 by_name,
             });
-            racks.push(Mutex::new(rack));
+            racks.push(rack);
         }
+        let mut draws = config.draw;
+        for kind in ComponentKind::ALL {
+            let slot = match kind {
+                ComponentKind::Compute => &mut draws.compute,
+                ComponentKind::NvSwitch => &mut draws.nvswitch,
+                ComponentKind::PowerShelf => &mut draws.powershelf,
+            };
+            slot.settle = clock.scale(slot.settle);
+        }
+        let book = Book::new(draws, &racks.iter().map(power_states).collect::<Vec<_>>());
+        let racks: Vec<Mutex<Rack>> = racks.into_iter().map(Mutex::new).collect();
         let rack_index = directory
             .iter()
             .enumerate()
@@ -235,6 +257,7 @@ impl World {
             events: broadcast::Sender::new(EVENT_BUFFER),
             stream_cuts: watch::Sender::new(0),
             next_condition: AtomicU64::new(1),
+            domains: Domains::new(book),
             config,
         };
         for spec in world.config.faults.clone() {
@@ -377,10 +400,21 @@ impl World {
         self.faults.events_down(rack, component)
     }
 
-    /// Advances rack `r` (locked as `rack`) to `now` and announces what
-    /// changed on the event streams (no subscriber is not an error).
+    /// Advances rack `r` (locked as `rack`) to `now`, announces what
+    /// changed on the event streams (no subscriber is not an error) and
+    /// hands its power notes to the power domains.
     fn advance(&self, r: usize, rack: &mut Rack, now: Instant) {
         rack.advance(now, self.ctx());
+        self.flush(r, rack, now);
+    }
+
+    /// Announces rack `r`'s changes and records its power notes (under
+    /// its lock: the domains never see a rack's notes out of order).
+    fn flush(&self, r: usize, rack: &mut Rack, now: Instant) {
+        let notes = rack.take_power_notes();
+        if !notes.is_empty() {
+            self.domains.with(|book| book.record(r, &notes));
+        }
         let changes = rack.take_changes();
         if changes.is_empty() {
             return;
@@ -412,14 +446,20 @@ impl World {
         at: ComponentRef,
         f: impl FnOnce(&ComponentView<'_>) -> R,
     ) -> Result<R, BmcDown> {
-        let now = Instant::now();
-        let mut rack = lock(&self.racks[at.rack]);
-        self.advance(at.rack, &mut rack, now);
-        let component = &rack.components[at.component];
-        if !self.reachable(at, component) {
-            return Err(BmcDown);
-        }
-        Ok(f(&self.view(at, component, now)))
+        let result = {
+            let mut rack = lock(&self.racks[at.rack]);
+            // Taken under the lock, so a rack's instants never go back.
+            let now = Instant::now();
+            self.advance(at.rack, &mut rack, now);
+            let component = &rack.components[at.component];
+            if self.reachable(at, component) {
+                Ok(f(&self.view(at, component, now)))
+            } else {
+                Err(BmcDown)
+            }
+        };
+        self.settle_domains();
+        result
     }
 
     /// Changes a rack through one component's BMC; wakes the driver.
@@ -432,16 +472,19 @@ impl World {
         at: ComponentRef,
         f: impl FnOnce(&mut Rack, usize, Instant, Ctx<'_>) -> R,
     ) -> Result<R, BmcDown> {
-        let now = Instant::now();
         let result = {
             let mut rack = lock(&self.racks[at.rack]);
+            let now = Instant::now();
             self.advance(at.rack, &mut rack, now);
             if !self.reachable(at, &rack.components[at.component]) {
                 return Err(BmcDown);
             }
-            f(&mut rack, at.component, now, self.ctx())
+            let result = f(&mut rack, at.component, now, self.ctx());
+            self.flush(at.rack, &mut rack, now);
+            result
         };
         self.mark_dirty(at.rack);
+        self.settle_domains();
         Ok(result)
     }
 
@@ -452,14 +495,172 @@ impl World {
         rack: usize,
         f: impl FnOnce(&mut Rack, Instant, Ctx<'_>) -> R,
     ) -> R {
-        let now = Instant::now();
+        let result = self.locked(rack, f);
+        self.settle_domains();
+        result
+    }
+
+    /// [`World::with_rack`] without evaluating the power domains after.
+    fn locked<R>(&self, rack: usize, f: impl FnOnce(&mut Rack, Instant, Ctx<'_>) -> R) -> R {
         let result = {
             let mut guard = lock(&self.racks[rack]);
+            let now = Instant::now();
             self.advance(rack, &mut guard, now);
-            f(&mut guard, now, self.ctx())
+            let result = f(&mut guard, now, self.ctx());
+            self.flush(rack, &mut guard, now);
+            result
         };
         self.mark_dirty(rack);
         result
+    }
+
+    /// Evaluates the power domains' waiting instants (cheap when none
+    /// waits): see [`World::evaluate_domains`].
+    fn settle_domains(&self) {
+        if self.domains.maybe_pending() {
+            self.evaluate_domains(false);
+        }
+    }
+
+    /// Advances every rack of the domains with waiting instants (`all`:
+    /// of every domain) to now, so every power note up to `start` is in the
+    /// book, then evaluates the instants up to `start` and applies the
+    /// trips found (every rack of a tripped domain loses power), until an
+    /// evaluation finds no trip. Returns `start` of the last round: every
+    /// domain is evaluated up to it.
+    fn evaluate_domains(&self, all: bool) -> Instant {
+        loop {
+            let start = Instant::now();
+            let (names, racks) = self.domains.with(|book| {
+                if all {
+                    (book.names(), book.domain_racks())
+                } else {
+                    book.pending_domains()
+                }
+            });
+            for &r in &racks {
+                let mut guard = lock(&self.racks[r]);
+                let now = Instant::now();
+                self.advance(r, &mut guard, now);
+            }
+            let orders = self.domains.with(|book| book.evaluate(&names, start));
+            if orders.is_empty() {
+                return start;
+            }
+            for order in orders {
+                for &r in &order.racks {
+                    self.locked(r, |rack, now, ctx| rack.trip(now, ctx));
+                }
+                let applied = Instant::now();
+                tracing::warn!(domain = %order.domain, racks = order.racks.len(), "breaker trip applied: the domain's racks lost power");
+                self.domains
+                    .with(|book| book.trip_applied(&order.domain, applied));
+            }
+            // Another round evaluates the shelves the trips turned off.
+        }
+    }
+
+    /// Creates or replaces the power domain `name` over `racks` (names),
+    /// with an optional breaker limit in kW; its records start now.
+    ///
+    /// # Errors
+    ///
+    /// [`DomainError`] naming the bad field or the unknown rack.
+    pub(crate) fn set_domain(
+        &self,
+        name: &str,
+        racks: &[String],
+        breaker_kw: Option<f64>,
+    ) -> Result<DomainReport, DomainError> {
+        if name.is_empty() || name.len() > 128 || name.chars().any(char::is_control) {
+            return Err(DomainError::Invalid {
+                field: "name",
+                reason: format!("{name:?} must be 1 to 128 printable characters"),
+            });
+        }
+        if racks.is_empty() {
+            return Err(DomainError::Invalid {
+                field: "racks",
+                reason: "must name at least one rack".to_owned(),
+            });
+        }
+        if let Some(kw) = breaker_kw
+            && !(kw.is_finite() && kw > 0.0)
+        {
+            return Err(DomainError::Invalid {
+                field: "breaker_kw",
+                reason: format!("must be a positive number of kW or null, got {kw}"),
+            });
+        }
+        let mut indices = Vec::with_capacity(racks.len());
+        for rack in racks {
+            let r = *self
+                .rack_index
+                .get(rack)
+                .ok_or_else(|| DomainError::UnknownRack(rack.clone()))?;
+            if indices.contains(&r) {
+                return Err(DomainError::Invalid {
+                    field: "racks",
+                    reason: format!("names {rack:?} twice"),
+                });
+            }
+            indices.push(r);
+        }
+        // Evaluate what waits under the old definition first.
+        self.evaluate_domains(true);
+        let now = Instant::now();
+        for &r in &indices {
+            let mut guard = lock(&self.racks[r]);
+            let at = Instant::now();
+            self.advance(r, &mut guard, at);
+        }
+        self.domains.with(|book| {
+            book.upsert(
+                name.to_owned(),
+                indices,
+                breaker_kw.map(|kw| kw * 1000.0),
+                now,
+            )
+        });
+        tracing::info!(
+            domain = name,
+            racks = racks.len(),
+            breaker_kw,
+            "power domain set"
+        );
+        self.power_report()
+            .domains
+            .into_iter()
+            .find(|d| d.name == name)
+            .ok_or_else(|| DomainError::UnknownDomain(name.to_owned()))
+    }
+
+    /// Removes the power domain `name`.
+    ///
+    /// # Errors
+    ///
+    /// [`DomainError::UnknownDomain`] if there is none of that name.
+    pub(crate) fn remove_domain(&self, name: &str) -> Result<(), DomainError> {
+        if self.domains.with(|book| book.remove(name)) {
+            tracing::info!(domain = name, "power domain removed");
+            Ok(())
+        } else {
+            Err(DomainError::UnknownDomain(name.to_owned()))
+        }
+    }
+
+    /// Every power domain as of now, every instant up to now evaluated.
+    pub(crate) fn power_report(&self) -> PowerReport {
+        let at = self.evaluate_domains(true);
+        let names = |r: usize, c: Option<usize>| match c {
+            None => self.rack_name_at(r).to_owned(),
+            Some(c) => self.directory[r].endpoints[c].name.clone(),
+        };
+        PowerReport {
+            domains: self
+                .domains
+                .with(|book| book.report(at, &self.clock, &names)),
+        }
     }
 
     /// Waits until every BMC listener is as its switch says (open or
@@ -498,8 +699,14 @@ impl World {
     /// Advances rack `r` to now, flips its listener switches, and returns
     /// when its next step is due.
     pub(crate) fn sweep_rack(&self, r: usize, log: bool) -> Option<Instant> {
-        let now = Instant::now();
+        let next = self.sweep_locked(r, log);
+        self.settle_domains();
+        next
+    }
+
+    fn sweep_locked(&self, r: usize, log: bool) -> Option<Instant> {
         let mut rack = lock(&self.racks[r]);
+        let now = Instant::now();
         self.advance(r, &mut rack, now);
         for (c, component) in rack.components.iter().enumerate() {
             let at = ComponentRef {
@@ -618,9 +825,13 @@ impl World {
                 tracing::warn!(error = %flow_telemetry::ErrorChain(&error), "configured fault no longer installs");
             }
         }
+        let mut fresh = Vec::with_capacity(self.racks.len());
         for (r, cell) in self.racks.iter().enumerate() {
-            *lock(cell) = Rack::new(self.rack_name_at(r).to_owned(), &self.config, now);
+            let rack = Rack::new(self.rack_name_at(r).to_owned(), &self.config, now);
+            fresh.push(power_states(&rack));
+            *lock(cell) = rack;
         }
+        self.domains.with(|book| book.reset(&fresh, now));
         tracing::info!("simulator reset to its initial state");
         self.refresh();
     }

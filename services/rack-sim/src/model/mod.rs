@@ -16,5 +16,5 @@ pub use firmware::{TaskState, UpdateTask};
 pub use kind::{ComponentKind, PowerResource, Profile, SHELF_POWER_SUPPLIES};
 pub use lifecycle::DecommissionStart;
 pub use power::{PowerState, ResetType};
-pub use rack::{Change, Ctx, Rack, ResetOutcome};
+pub use rack::{Change, Ctx, PowerNote, Rack, ResetOutcome};
 pub use version::version_from_image_uri;

@@ -82,6 +82,55 @@ pub enum Change {
     },
 }
 
+/// A moment of a component's power draw (drained by the world after each
+/// advance or command, `services/rack-sim/src/world.rs`, and kept by the
+/// power domains, `services/rack-sim/src/domains.rs`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PowerNote {
+    /// The power-on instant: the component starts drawing its inrush (it
+    /// entered `PoweringOn`: an `On`, or the "on" half of a restart or
+    /// power cycle).
+    On {
+        /// Its index in the rack.
+        component: usize,
+        /// When.
+        at: Instant,
+    },
+    /// The component stopped drawing (it reached `Off`, or lost power).
+    Off {
+        /// Its index in the rack.
+        component: usize,
+        /// When.
+        at: Instant,
+    },
+    /// A power-on or reset command (`On`, `ForceOn`, `GracefulRestart`,
+    /// `ForceRestart`, `PowerCycle`) was accepted, a `stuck_power` fault's
+    /// swallowed ones included.
+    Command {
+        /// Its index in the rack.
+        component: usize,
+        /// When it was received.
+        at: Instant,
+    },
+}
+
+/// What a power state change means for the draw: entering `PoweringOn` is
+/// a power-on instant, entering `Off` ends the draw.
+fn note_of(
+    component: usize,
+    before: PowerState,
+    after: PowerState,
+    at: Instant,
+) -> Option<PowerNote> {
+    match after {
+        PowerState::PoweringOn if before != PowerState::PoweringOn => {
+            Some(PowerNote::On { component, at })
+        }
+        PowerState::Off if before != PowerState::Off => Some(PowerNote::Off { component, at }),
+        _ => None,
+    }
+}
+
 /// One simulated rack.
 #[derive(Debug, Clone)]
 pub struct Rack {
@@ -92,6 +141,8 @@ pub struct Rack {
     powered: bool,
     /// Changes since the last [`Rack::take_changes`], in time order.
     changes: Vec<Change>,
+    /// Power notes since the last [`Rack::take_power_notes`], in time order.
+    notes: Vec<PowerNote>,
 }
 
 impl Rack {
@@ -125,6 +176,19 @@ impl Rack {
             components,
             powered,
             changes: Vec::new(),
+            notes: Vec::new(),
+        }
+    }
+
+    /// The power notes since the last call, for the power domains.
+    pub fn take_power_notes(&mut self) -> Vec<PowerNote> {
+        std::mem::take(&mut self.notes)
+    }
+
+    fn note(&mut self, component: usize, before: PowerState, at: Instant) {
+        let after = self.components[component].power.state();
+        if let Some(note) = note_of(component, before, after, at) {
+            self.notes.push(note);
         }
     }
 
@@ -191,7 +255,9 @@ impl Rack {
     fn apply(&mut self, at: Instant, due: Due, ctx: Ctx<'_>) {
         match due {
             Due::Power(i) => {
+                let before = self.components[i].power.state();
                 let reached = self.components[i].power.take_step();
+                self.note(i, before, at);
                 if let Some(state @ (PowerState::On | PowerState::Off)) = reached {
                     self.changes.push(Change::Power {
                         component: i,
@@ -243,10 +309,11 @@ impl Rack {
         }
         self.powered = powered;
         tracing::info!(rack = %self.name, powered, "rack power changed");
-        for c in self
+        for (i, c) in self
             .components
             .iter_mut()
-            .filter(|c| c.kind.needs_shelf_power())
+            .enumerate()
+            .filter(|(_, c)| c.kind.needs_shelf_power())
         {
             if powered {
                 c.bmc = if ctx.timings.bmc_boot.is_zero() {
@@ -258,7 +325,11 @@ impl Rack {
                 };
             } else {
                 c.bmc = BmcStatus::Down;
+                let before = c.power.state();
                 c.power.force(PowerState::Off);
+                if let Some(note) = note_of(i, before, PowerState::Off, at) {
+                    self.notes.push(note);
+                }
                 for task in c.tasks.iter_mut().filter(|t| t.is_running()) {
                     task.fail(at, "power lost".to_owned());
                 }
@@ -288,15 +359,54 @@ impl Rack {
     ) -> Result<ResetOutcome, ResetRefused> {
         let rack = self.name.as_str();
         let c = &mut self.components[i];
+        let powers_on = !matches!(reset, ResetType::GracefulShutdown | ResetType::ForceOff);
         if ctx.faults.stuck_power(rack, &c.name).is_some() {
             c.record(now, CommandKind::Reset, reset.as_str());
+            if powers_on {
+                self.notes.push(PowerNote::Command {
+                    component: i,
+                    at: now,
+                });
+            }
             return Ok(ResetOutcome::Stuck);
         }
         c.power.check(reset)?;
+        let before = c.power.state();
         c.power.start(reset, Self::domain(c.kind), now, ctx.timings);
         c.record(now, CommandKind::Reset, reset.as_str());
+        if powers_on {
+            self.notes.push(PowerNote::Command {
+                component: i,
+                at: now,
+            });
+        }
+        self.note(i, before, now);
         self.settle_power(now, ctx);
         Ok(ResetOutcome::Started)
+    }
+
+    /// A breaker trip at `now`: every shelf loses power at once (so every
+    /// tray host goes `Off` and its BMC down, as when the shelves are
+    /// turned off), whatever it was doing; each component that was not
+    /// `Off` announces `Off`. Shelf BMCs keep their standby power.
+    pub fn trip(&mut self, now: Instant, ctx: Ctx<'_>) {
+        let before: Vec<PowerState> = self.components.iter().map(|c| c.power.state()).collect();
+        for (i, was) in before.iter().enumerate() {
+            if self.components[i].kind == ComponentKind::PowerShelf {
+                self.components[i].power.force(PowerState::Off);
+                self.note(i, *was, now);
+            }
+        }
+        self.settle_power(now, ctx);
+        for (i, was) in before.into_iter().enumerate() {
+            if was != PowerState::Off {
+                self.changes.push(Change::Power {
+                    component: i,
+                    state: PowerState::Off,
+                });
+            }
+        }
+        tracing::warn!(rack = %self.name, "breaker trip: every component lost power");
     }
 
     /// Starts an update of `targets` on component `i`; returns the task id.
@@ -423,6 +533,104 @@ mod tests {
         assert_eq!(view.state, TaskState::Exception);
         assert_eq!(view.failure, Some("power lost"));
         assert_eq!(rack.components[0].commands.len(), 2);
+    }
+
+    #[test]
+    fn power_notes_mark_each_power_on_instant_and_a_trip_cuts_everything() {
+        let t = Timings::default();
+        let faults = Faults::default();
+        let ctx = Ctx {
+            timings: &t,
+            faults: &faults,
+        };
+        let t0 = Instant::now();
+        let mut rack = Rack::new("r".into(), &config(InitialPower::On), t0);
+        // A forced restart: drawing through PoweringOff, a new power-on
+        // instant when the "on" half starts.
+        rack.reset(3, ResetType::ForceRestart, t0, ctx)
+            .expect("restart");
+        assert_eq!(
+            rack.take_power_notes(),
+            vec![PowerNote::Command {
+                component: 3,
+                at: t0
+            }]
+        );
+        rack.advance(t0 + t.force_restart + t.power_on, ctx);
+        assert_eq!(
+            rack.take_power_notes(),
+            vec![PowerNote::On {
+                component: 3,
+                at: t0 + t.force_restart
+            }]
+        );
+        // A power cycle: off at once, on after power_cycle.
+        let t1 = t0 + t.force_restart + t.power_on;
+        rack.reset(4, ResetType::PowerCycle, t1, ctx)
+            .expect("cycle");
+        rack.advance(t1 + t.power_cycle, ctx);
+        assert_eq!(
+            rack.take_power_notes(),
+            vec![
+                PowerNote::Command {
+                    component: 4,
+                    at: t1
+                },
+                PowerNote::Off {
+                    component: 4,
+                    at: t1
+                },
+                PowerNote::On {
+                    component: 4,
+                    at: t1 + t.power_cycle
+                },
+            ]
+        );
+        // An off is no power-on command.
+        let t2 = t1 + t.power_cycle + t.power_on;
+        rack.advance(t2, ctx);
+        rack.reset(2, ResetType::ForceOff, t2, ctx).expect("off");
+        rack.advance(t2 + t.force_off, ctx);
+        assert_eq!(
+            rack.take_power_notes(),
+            vec![PowerNote::Off {
+                component: 2,
+                at: t2 + t.force_off
+            }]
+        );
+        rack.take_changes();
+        // A trip: every shelf and every tray host off, each announced.
+        let t3 = t2 + t.force_off;
+        rack.trip(t3, ctx);
+        assert!(!rack.powered());
+        assert!(
+            rack.components
+                .iter()
+                .all(|c| c.power.state() == PowerState::Off && !c.power.in_transition())
+        );
+        assert!(!rack.components[3].bmc_up());
+        assert!(rack.components[0].bmc_up(), "shelf BMCs keep standby power");
+        let offs: Vec<usize> = rack
+            .take_power_notes()
+            .into_iter()
+            .map(|n| match n {
+                PowerNote::Off { component, at } if at == t3 => component,
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(offs, vec![0, 1, 3, 4], "the switch tray was off already");
+        let announced: Vec<usize> = rack
+            .take_changes()
+            .into_iter()
+            .filter_map(|c| match c {
+                Change::Power {
+                    component,
+                    state: PowerState::Off,
+                } => Some(component),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(announced, vec![0, 1, 3, 4]);
     }
 
     #[test]
