@@ -67,6 +67,9 @@ pub struct ClusterSpec {
     pub nats_nodes: usize,
     /// Schedulers.
     pub schedulers: usize,
+    /// The first worker also watches every BMC for hardware events
+    /// (`--watch`, reading the inventory every second).
+    pub watch: bool,
 }
 
 /// A started installation.
@@ -364,17 +367,27 @@ impl Cluster {
                 "FLOW_METRICS_LISTEN".into(),
                 format!("127.0.0.1:{}", free_port()?),
             ));
+            let mut args = vec![
+                "--credentials-file".into(),
+                credentials.display().to_string(),
+                "--lifecycle-url".into(),
+                format!("{sim_admin}/lifecycle/v1"),
+                "--lifecycle-credential".into(),
+                CREDENTIAL_REF.into(),
+            ];
+            if spec.watch && n == 1 {
+                args.extend([
+                    "--watch".into(),
+                    "--watch-poll-seconds".into(),
+                    "1".into(),
+                    "--watch-inventory-seconds".into(),
+                    "1".into(),
+                ]);
+            }
             workers.push(Proc::spawn(Recipe {
                 name: format!("worker-{n}"),
                 program: tools.bin_dir.join("flow-worker"),
-                args: vec![
-                    "--credentials-file".into(),
-                    credentials.display().to_string(),
-                    "--lifecycle-url".into(),
-                    format!("{sim_admin}/lifecycle/v1"),
-                    "--lifecycle-credential".into(),
-                    CREDENTIAL_REF.into(),
-                ],
+                args,
                 env,
                 log: work.join(format!("worker-{n}.log")),
                 run_as: None,

@@ -268,6 +268,7 @@ pub async fn run(tools: &Tools, spec: &DrillSpec, work: &Path) -> anyhow::Result
         job_ack_wait: Some(Duration::from_secs(15)),
         nats_nodes: spec.nats_nodes,
         schedulers: spec.schedulers,
+        watch: false,
     };
     let mut cluster = Cluster::start(tools, &cluster_spec, work).await?;
     let result = drive(&mut cluster, spec).await;

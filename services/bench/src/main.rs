@@ -15,6 +15,7 @@
 //! scripts/bench                       # every scenario, release build
 //! scripts/bench run nvl72 firmware    # some scenarios
 //! scripts/bench drill                 # the full drill: 50 racks
+//! scripts/bench leak                  # leak containment: 25 racks
 //! ```
 
 mod api;
@@ -22,6 +23,7 @@ mod cluster;
 mod cpu;
 mod drill;
 mod ideal;
+mod leak;
 mod measure;
 mod power;
 mod procs;
@@ -105,6 +107,20 @@ enum Command {
         /// Racks of the gate run.
         #[arg(long, default_value_t = 20)]
         gate_racks: usize,
+    },
+    /// Leaks raised in the simulator on one tray of every rack, idle and
+    /// while a long task runs on each rack: raise → tray off (p50/p99),
+    /// and how many long tasks were preempted.
+    Leak {
+        /// Racks.
+        #[arg(long, default_value_t = 25)]
+        racks: usize,
+        /// Workers (the first also watches the BMCs).
+        #[arg(long, default_value_t = 2)]
+        workers: usize,
+        /// The long task's wait, seconds.
+        #[arg(long, default_value_t = 120)]
+        long_task_seconds: u64,
     },
     /// Power-cycle racks under faults and check nothing was lost.
     /// A site powered on unbudgeted, then with each row's budget set from
@@ -357,6 +373,43 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
                 .collect();
             if !broken.is_empty() {
                 bail!("budgets broken: {broken:?}");
+            }
+            Ok(())
+        }
+        Command::Leak {
+            racks,
+            workers,
+            long_task_seconds,
+        } => {
+            let spec = leak::LeakSpec {
+                racks,
+                workers,
+                time_scale: 0.01,
+                long_task_s: long_task_seconds,
+            };
+            let work = work_dir(&cli.tools, "leak");
+            eprintln!(
+                "== leak: a leak on one tray of each of {racks} racks, idle then under a {long_task_seconds} s task, {workers} workers"
+            );
+            let r = leak::run(&tools, &spec, &work).await?;
+            println!("{}", serde_json::to_string_pretty(&r)?);
+            if let Some(path) = &cli.tools.json {
+                std::fs::write(path, serde_json::to_vec_pretty(&r)?)?;
+            }
+            if cli.tools.work_dir.is_none() {
+                let _ = std::fs::remove_dir_all(&work);
+            }
+            eprintln!(
+                "   raise → tray off: idle p50 {:.0} ms p99 {:.0} ms; under a long task p50 {:.0} ms p99 {:.0} ms; {} of {} long tasks preempted",
+                r.idle.p50_ms,
+                r.idle.p99_ms,
+                r.busy.p50_ms,
+                r.busy.p99_ms,
+                r.preempted,
+                r.long_tasks
+            );
+            if r.idle.cut != racks || r.busy.cut != racks || r.preempted != r.long_tasks {
+                bail!("not every leak was contained: {r:?}");
             }
             Ok(())
         }

@@ -178,6 +178,7 @@ async fn one(
             job_ack_wait: None,
             nats_nodes: 1,
             schedulers: 1,
+            watch: false,
         },
         work,
     )

@@ -171,6 +171,7 @@ pub async fn run(tools: &Tools, spec: &RolloutSpec, work: &Path) -> anyhow::Resu
             job_ack_wait: None,
             nats_nodes: 1,
             schedulers: 1,
+            watch: false,
         },
         work,
     )

@@ -240,6 +240,7 @@ pub async fn run(tools: &Tools, s: &Scenario, work: &Path) -> anyhow::Result<Rep
         job_ack_wait: None,
         nats_nodes: 1,
         schedulers: 1,
+        watch: false,
     };
     tracing::info!(scenario = %s.name, racks = s.racks, workers = s.workers, "starting the cluster");
     let cluster = Cluster::start(tools, &spec, work).await?;

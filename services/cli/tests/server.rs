@@ -836,8 +836,35 @@ async fn event_rules_are_created_bound_enabled_and_events_shown() {
     let shown = env.ok(&["event", "show", &id]).await;
     assert!(shown.contains("rule:     leak: this tray only"), "{shown}");
     assert!(shown.contains("targets: rack-01/compute-03\n"), "{shown}");
+    // A leak locks its tray until cleared with a reason.
+    assert!(
+        shown.contains("locked:   rack-01/compute-03 since "),
+        "{shown}"
+    );
     let events = env.json(&["event", "list", "--rack", "rack-01"]).await;
     assert_eq!(events["events"][0]["id"], id.as_str());
+    let listed = env.ok(&["event", "list"]).await;
+    assert!(listed.contains("1 locked"), "{listed}");
+    let no_reason = env.flow(&["event", "clear", &id]).await;
+    assert_eq!(no_reason.status.code(), Some(2), "{}", stderr(&no_reason));
+    assert!(
+        stderr(&no_reason).contains("--reason"),
+        "{}",
+        stderr(&no_reason)
+    );
+    let blank = env.flow(&["event", "clear", &id, "--reason", " "]).await;
+    assert_eq!(blank.status.code(), Some(1), "{}", stderr(&blank));
+    assert!(
+        stderr(&blank).contains("reason: required"),
+        "{}",
+        stderr(&blank)
+    );
+    let cleared = env
+        .ok(&["event", "clear", &id, "--reason", "tray dried"])
+        .await;
+    assert!(cleared.contains("  cleared:  "), "{cleared}");
+    assert!(cleared.contains("— tray dried\n"), "{cleared}");
+    assert!(!cleared.contains("locked:"), "{cleared}");
     let bindings = env.ok(&["event-rule", "bindings"]).await;
     assert!(bindings.contains("leak: this tray only"), "{bindings}");
     let bad = env.flow(&["event-rule", "bind", "x"]).await;

@@ -13,6 +13,14 @@
 //! keyed `event/<execution>` so a repeated attempt creates nothing twice —
 //! and records the outcome; a failed attempt is tried again after 10 s,
 //! 20 s, 40 s, and fails after the fourth.
+//!
+//! Leak containment (`docs/leak-containment.md`): the rule is planned with
+//! the count of the rack's leaking trays, inside the store's transaction
+//! that stores the event (one event of a rack at a time), and the
+//! components it locks are stored with it; a `submit_task` action with
+//! `preempt` cancels the open tasks its task conflicts with and starts at
+//! once (`TaskService::create`); `event.clear` removes an event's locks
+//! with a reason.
 
 use std::collections::BTreeSet;
 use std::time::Duration;

@@ -468,3 +468,62 @@ pub(crate) fn lock_error(
     error.details = details;
     Some(error)
 }
+
+#[cfg(test)]
+mod tests {
+    use flow_protocol::EventId;
+    use flow_protocol::event::ComponentLock;
+    use flow_rules::FirmwareOperation;
+    use time::OffsetDateTime;
+
+    use super::*;
+
+    #[test]
+    fn a_lock_refuses_power_on_resets_and_firmware_but_not_power_offs() {
+        let refused = [
+            OperationCode::Power(PowerOperation::PowerOn),
+            OperationCode::Power(PowerOperation::ForcePowerOn),
+            OperationCode::Power(PowerOperation::Restart),
+            OperationCode::Power(PowerOperation::ForceRestart),
+            OperationCode::Power(PowerOperation::WarmReset),
+            OperationCode::Power(PowerOperation::ColdReset),
+            OperationCode::Firmware(FirmwareOperation::Upgrade),
+            OperationCode::Firmware(FirmwareOperation::Downgrade),
+            OperationCode::Firmware(FirmwareOperation::Rollback),
+        ];
+        for op in refused {
+            assert!(locked_out(op), "{op}");
+        }
+        for op in [
+            OperationCode::Power(PowerOperation::PowerOff),
+            OperationCode::Power(PowerOperation::ForcePowerOff),
+            OperationCode::Decommission,
+        ] {
+            assert!(!locked_out(op), "{op}");
+        }
+    }
+
+    #[test]
+    fn the_refusal_names_the_component_the_event_and_how_to_clear_it() {
+        let op = OperationCode::Power(PowerOperation::PowerOn);
+        assert_eq!(lock_error(op, &[]), None);
+        let event = EventId(uuid::Uuid::nil());
+        let lock = |c: &str| ComponentLock {
+            rack: "rack-01".to_owned(),
+            component: c.to_owned(),
+            event_id: event,
+            since: OffsetDateTime::UNIX_EPOCH,
+        };
+        let e = lock_error(op, &[lock("compute-03"), lock("compute-04")]).unwrap();
+        assert_eq!(e.code, ErrorCode::Conflict);
+        assert_eq!(
+            e.message,
+            format!(
+                "rack-01/compute-03 is locked by hardware event {event}: no power_on may start on it \
+                 until an operator clears the event: flow event clear {event} --reason \"…\" \
+                 (1 more locked component(s))"
+            )
+        );
+        assert_eq!(e.details.len(), 2);
+    }
+}

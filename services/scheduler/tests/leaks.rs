@@ -1,10 +1,11 @@
 //! Leak containment with a real NATS server, Postgres and the simulator
 //! over HTTP (`docs/leak-containment.md`): a leak's force power-off goes
 //! first — a long task on the tray is cancelled, its record names the
-//! event, and the tray is off within seconds as the simulator sees it; a
-//! leaking tray is locked until an operator clears the event with a
-//! reason; two leaking trays power the whole rack off, shelves last, and
-//! lock it, and a rollout that reaches the rack skips it.
+//! event (as does one waiting behind it), and the tray is off within
+//! seconds as the simulator sees it; a leaking tray is locked until an
+//! operator clears the event with a reason; two leaking trays power the
+//! whole rack off, shelves last, and lock it, and a rollout that reaches
+//! the rack skips it.
 
 use std::time::{Duration, Instant};
 
@@ -141,6 +142,15 @@ async fn a_leak_during_a_two_minute_task_cuts_the_trays_power_within_10_s() {
     .await;
     assert_eq!(env.task(&long).await["status"], "running");
     assert_eq!(power(&env, "compute-03"), PowerState::On);
+    // A second one waits behind it.
+    let queued = submit(
+        &env,
+        json!({"racks": ["rack-01"], "operation": "power_on", "component_types": ["compute"],
+               "conflict": {"strategy": "queue", "timeout_seconds": 600}}),
+    )
+    .await;
+    assert_eq!(queued["queued"], true, "{queued}");
+    let queued = queued["task_id"].as_str().expect("queued").to_owned();
 
     let raised = Instant::now();
     raise(&env, "compute-03", "leak").await;
@@ -162,6 +172,11 @@ async fn a_leak_during_a_two_minute_task_cuts_the_trays_power_within_10_s() {
         })
         .await;
     assert_eq!(task["preempted_by"], event_id, "{task}");
+    // The waiting one ended at once, naming the event too: it must not
+    // start once the long one let go.
+    let waiting = env.task(&queued).await;
+    assert_eq!(waiting["status"], "terminated", "{waiting}");
+    assert_eq!(waiting["preempted_by"], event_id, "{waiting}");
     assert!(
         raised.elapsed() < Duration::from_secs(60),
         "cancelled well before its two minutes"

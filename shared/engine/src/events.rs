@@ -1,7 +1,8 @@
 //! Event rules, decided without I/O: which rule handles an event (rack
 //! binding → site binding → built-in, disabled rules passed over), which
 //! of its actions apply and to which components, when a failed attempt is
-//! tried again, and whether a rule as written is valid. The scheduler
+//! tried again, and whether a rule as written is valid; for leaks, how many
+//! trays of the rack leak and which components an event locks. The scheduler
 //! stores and runs what this decides (`services/scheduler/src/events.rs`).
 
 use std::time::Duration;

@@ -248,6 +248,25 @@ mod tests {
     }
 
     #[test]
+    fn a_preempting_power_off_cancels_what_it_conflicts_with_but_not_other_power_offs() {
+        let flash = open(TaskStatus::Running, "upgrade", &[(Compute, "c1")]);
+        let queued = open(TaskStatus::Waiting, "power_on", &[(Compute, "c1")]);
+        let elsewhere = open(TaskStatus::Running, "power_on", &[(Compute, "c2")]);
+        let other_leak = open(TaskStatus::Running, "force_power_off", &[(Compute, "c1")]);
+        let tasks = RackTasks {
+            open: vec![flash.clone(), queued.clone(), elsewhere.clone(), other_leak],
+        };
+        let tray = Footprint::new("force_power_off".parse().unwrap(), [(Compute, "c1")]);
+        assert_eq!(preempted(&tray, &tasks), [flash.id, queued.id]);
+        // The whole rack, shelves included, holds every component.
+        let rack = whole_rack("force_power_off");
+        assert_eq!(
+            preempted(&rack, &tasks),
+            [flash.id, queued.id, elsewhere.id]
+        );
+    }
+
+    #[test]
     fn a_free_rack_starts_a_busy_one_refuses_or_queues_up_to_five() {
         let task = whole_rack("power_on");
         assert_eq!(
