@@ -152,7 +152,7 @@ pub async fn event_rule(settings: &Settings, out: Output, command: &EventRuleCom
             }
             _ => None,
         };
-        let client = Client::connect(settings).await?;
+        let client = crate::remote::connect(settings).await?;
         let by = |r: &String| EventRuleByRef { rule: r.clone() };
         let show = |r: &EventRuleRecord| {
             if out.json {
@@ -315,7 +315,7 @@ pub async fn event_rule(settings: &Settings, out: Output, command: &EventRuleCom
 /// `flow event …`.
 pub async fn event(settings: &Settings, out: Output, command: &EventCommand) -> Outcome {
     let result = async {
-        let client = Client::connect(settings).await?;
+        let client = crate::remote::connect(settings).await?;
         match command {
             EventCommand::List { rack, limit } => {
                 let list = client

@@ -4,6 +4,7 @@
 //! 2 unreadable input, bad settings, usage error or no service.
 
 mod args;
+mod audit;
 mod bmc;
 mod event;
 mod input;
@@ -52,6 +53,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(Outcome::Unusable as u8);
         }
     };
+    remote::set_actor(cli.actor.clone());
     let s = &settings;
     let outcome = match &cli.command {
         Command::Rule(RuleCommand::Validate(a)) => rule::validate(a, out),
@@ -81,6 +83,7 @@ async fn main() -> ExitCode {
         Command::EventRule(c) => event::event_rule(s, out, c).await,
         Command::Event(c) => event::event(s, out, c).await,
         Command::Status => status::status(s, out).await,
+        Command::Audit(a) => audit::audit(s, out, a).await,
     };
     ExitCode::from(outcome as u8)
 }

@@ -251,7 +251,7 @@ pub async fn schedule(settings: &Settings, out: Output, command: &ScheduleComman
             ScheduleCommand::Update(a) => Some(update_request(a)?),
             _ => None,
         };
-        let client = Client::connect(settings).await?;
+        let client = crate::remote::connect(settings).await?;
         let by = |s: &String| ScheduleByRef::new(s.clone());
         let mut ok = true;
         match command {

@@ -469,6 +469,12 @@ fn endpoint_cases() -> Vec<Case> {
             ("limit", json!("x")),
             None,
         ),
+        (
+            endpoint::AuditList::NAME,
+            json!({"since": "2026-12-05T00:00:00Z", "rack": "r1"}),
+            ("since", json!("yesterday")),
+            None,
+        ),
     ]
 }
 

@@ -213,7 +213,7 @@ impl Store {
         .fetch_one(&mut *tx)
         .await
         .map_err(|e| name_taken(&e, &spec.name).unwrap_or(StoreError::Database(e)))?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         row.into_record()
     }
 
@@ -252,7 +252,7 @@ impl Store {
         if deleted == 0 {
             return Err(StoreError::NotFound(format!("no event rule {id}")));
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(bindings)
     }
 
@@ -283,7 +283,7 @@ impl Store {
         .bind(id.as_uuid())
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -293,15 +293,17 @@ impl Store {
         event_type: EventType,
         rack: Option<RackId>,
     ) -> Result<bool, StoreError> {
+        let mut tx = self.pool().begin().await?;
         let removed = sqlx::query(
             "DELETE FROM event_rule_bindings WHERE event_type = $1 \
              AND rack_id IS NOT DISTINCT FROM $2",
         )
         .bind(event_type.as_str())
         .bind(rack.map(|r| r.as_uuid()))
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?
         .rows_affected();
+        self.commit(tx).await?;
         Ok(removed > 0)
     }
 
@@ -410,7 +412,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok((EventId(id), true))
     }
 
