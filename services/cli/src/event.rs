@@ -18,7 +18,7 @@ use crate::out::outln;
 use crate::remote::{Output, fail, table};
 use crate::schedule::json;
 use crate::task::bad;
-use flow_client::{Client, ClientError};
+use flow_client::ClientError;
 
 /// Reads a rule file (YAML, of which JSON is a part).
 fn read_spec(path: &Path) -> Result<EventRuleSpec, ClientError> {

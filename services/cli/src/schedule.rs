@@ -19,7 +19,7 @@ use crate::args::{
 use crate::out::outln;
 use crate::remote::{Output, fail, table};
 use crate::task::{bad, decommission_request, firmware_request, opt, power_request};
-use flow_client::{Client, ClientError};
+use flow_client::ClientError;
 
 fn overlap(o: OverlapArg) -> Overlap {
     match o {

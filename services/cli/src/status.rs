@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::Outcome;
 use crate::out::outln;
 use crate::remote::{Output, fail};
-use flow_client::{Client, ClientError};
+use flow_client::ClientError;
 
 fn str_of(v: &Value) -> String {
     match v {

@@ -20,7 +20,7 @@ use crate::args::{FirmwareArgs, PowerArgs, TargetArgs, TaskCommand};
 use crate::out::outln;
 use crate::remote::{Output, fail};
 use crate::watch::watch;
-use flow_client::{Client, ClientError};
+use flow_client::ClientError;
 
 pub(crate) fn bad(message: String) -> ClientError {
     ClientError::Api(flow_protocol::api::ApiError::new(

@@ -45,7 +45,7 @@ const TARGET_KEYS: [&str; 6] = ["id", "rule", "rule_id", "schedule", "run", "nam
 /// `reason` (or `task.reason`).
 pub fn subjects(endpoint: &str, request: &Value) -> Subjects {
     let mut out = Subjects::default();
-    let mut add_rack = |out: &mut Subjects, name: &str| {
+    let add_rack = |out: &mut Subjects, name: &str| {
         if !name.is_empty() && !out.racks.iter().any(|r| r == name) {
             out.racks.push(name.to_owned());
         }

@@ -215,7 +215,7 @@ impl AuditRow {
             endpoint: self.endpoint,
             kind,
             racks: self.racks,
-            task_ids: self.task_ids.into_iter().map(TaskId::from_uuid).collect(),
+            task_ids: self.task_ids.into_iter().map(TaskId).collect(),
             target: self.target,
             request: self.request.0,
             message: self.message,
