@@ -17,6 +17,10 @@ pub struct Cli {
     /// Config file (YAML); also FLOW_CONFIG.
     #[arg(long, global = true, value_name = "FILE")]
     pub config: Option<PathBuf>,
+    /// Who you are, for the audit log (sent as the `Flow-Actor` header; a
+    /// claim, not a login). Default: the OS user ($USER).
+    #[arg(long, global = true, env = "FLOW_ACTOR", value_name = "NAME")]
+    pub actor: Option<String>,
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
@@ -67,6 +71,9 @@ pub enum Command {
     /// Draw models: inrush, steady draw and settle time per component type.
     #[command(subcommand, name = "power-model")]
     PowerModel(PowerModelCommand),
+    /// The audit log: who changed what, when, and how it ended (newest
+    /// first).
+    Audit(AuditArgs),
 }
 
 /// `flow power-domain …`.
@@ -527,6 +534,10 @@ pub struct TargetArgs {
     /// firmware tasks otherwise wait for them).
     #[arg(long)]
     pub override_readiness: bool,
+    /// Why (required with --override-readiness and --allow-version-change;
+    /// kept in the audit log).
+    #[arg(long)]
+    pub reason: Option<String>,
     /// How long a power or firmware task waits for its components to be
     /// ready before it fails naming them (Go syntax).
     #[arg(long, default_value = "30m")]
@@ -646,7 +657,7 @@ pub struct FirmwareArgs {
     #[arg(long = "image", required = true)]
     pub images: Vec<String>,
     /// Allow an upgrade to install an older version than a component has
-    /// (or a downgrade a newer one).
+    /// (or a downgrade a newer one); needs --reason.
     #[arg(long)]
     pub allow_version_change: bool,
     /// Flash these firmware of a component instead of its main one:
@@ -1006,4 +1017,31 @@ pub struct RackCreateArgs {
 pub struct RackArg {
     /// The rack ID or name.
     pub rack: String,
+}
+
+/// `flow audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Only records since this: a duration back from now (`1h`, `30m`,
+    /// Go syntax) or an RFC 3339 time.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Only records before this RFC 3339 time.
+    #[arg(long)]
+    pub until: Option<String>,
+    /// Only records naming this rack.
+    #[arg(long)]
+    pub rack: Option<String>,
+    /// Only records of this actor.
+    #[arg(long = "user")]
+    pub user: Option<String>,
+    /// Only this endpoint (`task.submit`).
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// Only this outcome: ok, refused or error.
+    #[arg(long)]
+    pub outcome: Option<String>,
+    /// At most this many (1 to 1000).
+    #[arg(long, default_value_t = 100)]
+    pub limit: u32,
 }

@@ -18,7 +18,7 @@ use crate::out::outln;
 use crate::remote::{Output, fail, table};
 use crate::schedule::json;
 use crate::task::bad;
-use flow_client::{Client, ClientError};
+use flow_client::ClientError;
 
 /// Reads a rule file (YAML, of which JSON is a part).
 fn read_spec(path: &Path) -> Result<EventRuleSpec, ClientError> {
@@ -188,7 +188,7 @@ pub async fn event_rule(settings: &Settings, out: Output, command: &EventRuleCom
             }
             _ => None,
         };
-        let client = Client::connect(settings).await?;
+        let client = crate::remote::connect(settings).await?;
         let by = |r: &String| EventRuleByRef { rule: r.clone() };
         let show = |r: &EventRuleRecord| {
             if out.json {
@@ -351,7 +351,7 @@ pub async fn event_rule(settings: &Settings, out: Output, command: &EventRuleCom
 /// `flow event …`.
 pub async fn event(settings: &Settings, out: Output, command: &EventCommand) -> Outcome {
     let result = async {
-        let client = Client::connect(settings).await?;
+        let client = crate::remote::connect(settings).await?;
         match command {
             EventCommand::List { rack, limit } => {
                 let list = client

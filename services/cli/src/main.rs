@@ -4,6 +4,7 @@
 //! 2 unreadable input, bad settings, usage error or no service.
 
 mod args;
+mod audit;
 mod bmc;
 mod event;
 mod input;
@@ -53,6 +54,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(Outcome::Unusable as u8);
         }
     };
+    remote::set_actor(cli.actor.clone());
     let s = &settings;
     let outcome = match &cli.command {
         Command::Rule(RuleCommand::Validate(a)) => rule::validate(a, out),
@@ -84,6 +86,7 @@ async fn main() -> ExitCode {
         Command::Status => status::status(s, out).await,
         Command::PowerDomain(c) => power::domain(s, out, c).await,
         Command::PowerModel(c) => power::model(s, out, c).await,
+        Command::Audit(a) => audit::audit(s, out, a).await,
     };
     ExitCode::from(outcome as u8)
 }

@@ -68,8 +68,32 @@ pub(crate) fn table(header: &[&str]) -> Table {
     t
 }
 
-async fn connect(settings: &Settings) -> Result<Client, ClientError> {
-    Client::connect(settings).await
+/// Who the CLI's requests name (`--actor`, `FLOW_ACTOR`, else the OS
+/// user), set once by `main`.
+static ACTOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Sets the actor: `given` (from `--actor` or `FLOW_ACTOR`), else the OS
+/// user (`USER`, `LOGNAME`, `USERNAME`).
+pub fn set_actor(given: Option<String>) {
+    let actor = given
+        .filter(|a| !a.trim().is_empty())
+        .or_else(|| {
+            ["USER", "LOGNAME", "USERNAME"]
+                .iter()
+                .find_map(|v| std::env::var(v).ok().filter(|u| !u.trim().is_empty()))
+        })
+        .unwrap_or_default();
+    let _ = ACTOR.set(actor);
+}
+
+/// A client of the service named in `settings`, naming the actor in
+/// every request (the audit log's "who").
+pub(crate) async fn connect(settings: &Settings) -> Result<Client, ClientError> {
+    let client = Client::connect(settings).await?;
+    Ok(match ACTOR.get() {
+        Some(actor) => client.with_actor(actor.clone()),
+        None => client,
+    })
 }
 
 fn parse_operation(code: &str) -> Result<OperationCode, ClientError> {

@@ -220,7 +220,7 @@ pub async fn run(settings: &Settings, out: Output, command: &RunCommand) -> Outc
             RunCommand::Create(a) => Some(create_request(a)?),
             _ => None,
         };
-        let client = Client::connect(settings).await?;
+        let client = crate::remote::connect(settings).await?;
         let by = |r: &String| RunByRef { run: r.clone() };
         let show = |r: &RunRecord| {
             if out.json {

@@ -19,7 +19,7 @@ use crate::args::{
 use crate::out::outln;
 use crate::remote::{Output, fail, table};
 use crate::task::{bad, decommission_request, firmware_request, opt, power_request};
-use flow_client::{Client, ClientError};
+use flow_client::ClientError;
 
 fn overlap(o: OverlapArg) -> Overlap {
     match o {
@@ -251,7 +251,7 @@ pub async fn schedule(settings: &Settings, out: Output, command: &ScheduleComman
             ScheduleCommand::Update(a) => Some(update_request(a)?),
             _ => None,
         };
-        let client = Client::connect(settings).await?;
+        let client = crate::remote::connect(settings).await?;
         let by = |s: &String| ScheduleByRef::new(s.clone());
         let mut ok = true;
         match command {

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::Outcome;
 use crate::out::outln;
 use crate::remote::{Output, fail};
-use flow_client::{Client, ClientError};
+use flow_client::ClientError;
 
 fn str_of(v: &Value) -> String {
     match v {
@@ -58,7 +58,7 @@ pub async fn status(settings: &Settings, out: Output) -> Outcome {
         STREAM_PARKED, STREAM_RESULTS, STREAM_TASKS,
     };
     let result = async {
-        let client = Client::connect(settings).await?;
+        let client = crate::remote::connect(settings).await?;
         let js = async_nats::jetstream::new(client.nats().clone());
         let mut streams = Vec::new();
         for (name, consumer) in [

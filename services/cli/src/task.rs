@@ -20,7 +20,7 @@ use crate::args::{FirmwareArgs, PowerArgs, TargetArgs, TaskCommand};
 use crate::out::outln;
 use crate::remote::{Output, fail};
 use crate::watch::watch;
-use flow_client::{Client, ClientError};
+use flow_client::ClientError;
 
 pub(crate) fn bad(message: String) -> ClientError {
     ClientError::Api(flow_protocol::api::ApiError::new(
@@ -100,6 +100,7 @@ fn request(
         firmware,
         conflict,
         override_readiness: target.override_readiness,
+        reason: target.reason.clone(),
         readiness_timeout_seconds: Some(readiness_timeout.as_secs()),
         allow_version_change: false,
         not_before: time_arg("--not-before", target.not_before.as_deref())?,
@@ -165,7 +166,7 @@ async fn submit(
     body: TaskSubmit,
 ) -> Outcome {
     let result = async {
-        let client = Client::connect(settings).await?;
+        let client = crate::remote::connect(settings).await?;
         let reply = client.call::<endpoint::TaskSubmit>(&body).await?;
         Ok::<_, ClientError>((client, reply))
     }
@@ -312,7 +313,7 @@ pub async fn decommission(settings: &Settings, out: Output, args: &TargetArgs) -
 /// `flow task …`.
 pub async fn task(settings: &Settings, out: Output, command: &TaskCommand) -> Outcome {
     let result = async {
-        let client = Client::connect(settings).await?;
+        let client = crate::remote::connect(settings).await?;
         match command {
             TaskCommand::List { limit } => {
                 let list = client

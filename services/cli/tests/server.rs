@@ -935,3 +935,70 @@ async fn on_a_cluster_the_cli_takes_every_node_and_shows_replicas_and_leaders() 
     assert_eq!(v["tasks"], serde_json::json!({}), "the API answered: {v}");
     stack.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flow_audit_shows_who_changed_what_and_overrides_need_a_reason() {
+    let env = Env::new().await;
+    env.ok(&[
+        "--actor",
+        "alice",
+        "rack",
+        "create",
+        "--from-json",
+        "examples/rack-nvl72.json",
+    ])
+    .await;
+    // An override without --reason is refused naming `reason`, and
+    // recorded as refused.
+    let out = env
+        .flow(&[
+            "--actor",
+            "bob",
+            "power",
+            "off",
+            "--rack",
+            "rack-01",
+            "--override-readiness",
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("reason: required with override_readiness"),
+        "{}",
+        stderr(&out)
+    );
+    let all = env.json(&["audit", "--since", "1h"]).await;
+    let records = all["records"].as_array().unwrap();
+    let summary: Vec<(&str, &str, &str)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["actor"].as_str().unwrap(),
+                r["endpoint"].as_str().unwrap(),
+                r["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("bob", "task.submit", "refused"),
+            ("alice", "rack.create", "ok")
+        ]
+    );
+    let bobs = env
+        .json(&["audit", "--user", "bob", "--rack", "rack-01"])
+        .await;
+    assert_eq!(bobs["records"].as_array().unwrap().len(), 1);
+    // The table names the actor, the endpoint and the rack.
+    let table = env.ok(&["audit", "--user", "alice"]).await;
+    assert!(
+        table.contains("alice") && table.contains("rack.create"),
+        "{table}"
+    );
+    assert!(table.contains("rack-01"), "{table}");
+    let out = env.flow(&["audit", "--since", "yesterday"]).await;
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--since"), "{}", stderr(&out));
+    env.stop().await;
+}

@@ -528,6 +528,12 @@ async fn cancel_confirm(
     )
 }
 
+/// The `Flow-Actor` a console user's requests name: `console:<user>`
+/// (the console checked who they are; docs/audit.md).
+fn actor(user: &User) -> String {
+    format!("console:{}", user.name)
+}
+
 async fn cancel(
     State(state): State<AppState>,
     Extension(user): Extension<User>,
@@ -539,7 +545,7 @@ async fn cancel(
     may_act(&state, &user, &headers, &form.csrf)?;
     let reply = state
         .client
-        .call::<endpoint::TaskCancel>(&TaskById { id })
+        .call_as::<endpoint::TaskCancel>(&actor(&user), &TaskById { id })
         .await?;
     tracing::info!(user = %user.name, task = %id, outcome = ?reply.outcome, "task cancel from the console");
     Ok(Redirect::to(&format!("/tasks/{id}")).into_response())
@@ -604,10 +610,14 @@ async fn power(
         override_readiness: false,
         readiness_timeout_seconds: None,
         allow_version_change: false,
+        reason: None,
         not_before: None,
         not_after: None,
     };
-    let reply = state.client.call::<endpoint::TaskSubmit>(&request).await?;
+    let reply = state
+        .client
+        .call_as::<endpoint::TaskSubmit>(&actor(&user), &request)
+        .await?;
     let outcome = reply
         .results
         .into_iter()
@@ -706,18 +716,36 @@ async fn run_act(
     may_act(&state, &user, &headers, &form.csrf)?;
     let by = RunByRef { run: run.clone() };
     let record = match form.act {
-        actions::Run::Pause => state.client.call::<endpoint::RunPause>(&by).await?,
-        actions::Run::Resume => state.client.call::<endpoint::RunResume>(&by).await?,
+        actions::Run::Pause => {
+            state
+                .client
+                .call_as::<endpoint::RunPause>(&actor(&user), &by)
+                .await?
+        }
+        actions::Run::Resume => {
+            state
+                .client
+                .call_as::<endpoint::RunResume>(&actor(&user), &by)
+                .await?
+        }
         actions::Run::Advance => {
             state
                 .client
-                .call::<endpoint::RunAdvance>(&RunAdvance {
-                    run,
-                    expect_phase: None,
-                })
+                .call_as::<endpoint::RunAdvance>(
+                    &actor(&user),
+                    &RunAdvance {
+                        run,
+                        expect_phase: None,
+                    },
+                )
                 .await?
         }
-        actions::Run::Cancel => state.client.call::<endpoint::RunCancel>(&by).await?,
+        actions::Run::Cancel => {
+            state
+                .client
+                .call_as::<endpoint::RunCancel>(&actor(&user), &by)
+                .await?
+        }
     };
     tracing::info!(user = %user.name, run = %record.name, action = form.act.as_str(), "rollout action from the console");
     Ok(Redirect::to(&format!("/runs/{}", record.id)).into_response())
@@ -806,13 +834,22 @@ async fn schedule_act(
     let by = ScheduleByRef::new(schedule.clone());
     match form.act {
         actions::Schedule::Pause => {
-            state.client.call::<endpoint::SchedulePause>(&by).await?;
+            state
+                .client
+                .call_as::<endpoint::SchedulePause>(&actor(&user), &by)
+                .await?;
         }
         actions::Schedule::Resume => {
-            state.client.call::<endpoint::ScheduleResume>(&by).await?;
+            state
+                .client
+                .call_as::<endpoint::ScheduleResume>(&actor(&user), &by)
+                .await?;
         }
         actions::Schedule::Trigger => {
-            state.client.call::<endpoint::ScheduleTrigger>(&by).await?;
+            state
+                .client
+                .call_as::<endpoint::ScheduleTrigger>(&actor(&user), &by)
+                .await?;
         }
     }
     tracing::info!(user = %user.name, schedule = %schedule, action = form.act.as_str(), "schedule action from the console");

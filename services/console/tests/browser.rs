@@ -597,6 +597,14 @@ async fn actions_need_an_operator_this_consoles_token_and_its_origin() {
     let tasks = env.ok("task.list", json!({})).await;
     assert_eq!(tasks.as_array().unwrap().len(), 1, "{tasks}");
     assert_eq!(tasks[0]["description"], "from the console by operator");
+    // The audit log names the console's user for it (docs/audit.md).
+    let audit = env
+        .ok("audit.list", json!({"endpoint": "task.submit"}))
+        .await;
+    let records = audit["records"].as_array().unwrap();
+    assert_eq!(records.len(), 1, "{audit}");
+    assert_eq!(records[0]["actor"], "console:operator");
+    assert_eq!(records[0]["actor_source"], "header");
     let shown = tab
         .eval("document.querySelector('dl.facts').dataset.task")
         .await;

@@ -8,11 +8,13 @@ use std::sync::Arc;
 use async_nats::service::{Service, ServiceExt};
 use bytes::Bytes;
 use flow_protocol::api::{ApiError, Endpoint, ErrorCode, decode_request, encode_reply, endpoint};
+use flow_protocol::audit::{ACTOR_HEADER, Actor};
 use flow_protocol::subjects::{API_PREFIX, SERVICE_NAME, SERVICE_VERSION};
 use flow_rules::RuleBatch;
 use flow_store::Store;
 use futures::StreamExt;
 
+use crate::audit::AuditedRequest;
 use crate::error::{api_error, store_error};
 use crate::service::TaskService;
 
@@ -60,7 +62,16 @@ impl ApiService {
                     let tasks = Arc::clone(&tasks);
                     let max_payload = client.max_payload();
                     async move {
-                        let reply = handle(&store, &tasks, name, &request.message.payload).await;
+                        let actor = Actor::from_header(
+                            request
+                                .message
+                                .headers
+                                .as_ref()
+                                .and_then(|h| h.get(ACTOR_HEADER))
+                                .map(|v| v.as_str()),
+                        );
+                        let reply =
+                            handle(&store, &tasks, name, actor, &request.message.payload).await;
                         let reply = fit_reply(name, reply, max_payload);
                         if let Err(error) = request.respond(Ok(Bytes::from(reply))).await {
                             tracing::warn!(endpoint = name, error = %flow_telemetry::ErrorChain(&error), "reply not sent");
@@ -133,9 +144,29 @@ where
     encode_reply(&reply)
 }
 
-/// Answers one request.
-#[tracing::instrument(skip_all, fields(endpoint = name))]
-pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8]) -> Vec<u8> {
+/// Answers one request from `actor`. A request to a `change` endpoint of
+/// the catalog leaves exactly one audit record: written with its change,
+/// or alone when it ends without one ([`crate::audit`]).
+#[tracing::instrument(skip_all, fields(endpoint = name, actor = %actor.name))]
+pub async fn handle(
+    store: &Store,
+    tasks: &TaskService,
+    name: &str,
+    actor: Actor,
+    body: &[u8],
+) -> Vec<u8> {
+    match AuditedRequest::begin(store, tasks, name, actor, body) {
+        None => answer(store, tasks, name, body).await,
+        Some(audited) => {
+            let reply = answer(&audited.store, &audited.tasks, name, body).await;
+            audited.end(&reply).await;
+            reply
+        }
+    }
+}
+
+/// Answers one request with `store` and `tasks`.
+async fn answer(store: &Store, tasks: &TaskService, name: &str, body: &[u8]) -> Vec<u8> {
     use flow_protocol::api::endpoint as ep;
     match name {
         ep::RuleCreate::NAME => {
@@ -578,6 +609,15 @@ pub async fn handle(store: &Store, tasks: &TaskService, name: &str, body: &[u8])
         ep::RunCancel::NAME => {
             serve::<ep::RunCancel, _, _>(body, |r| async move { tasks.cancel_run(&r.run).await })
                 .await
+        }
+        ep::AuditList::NAME => {
+            serve::<ep::AuditList, _, _>(body, |r| async move {
+                r.check()?;
+                Ok(flow_protocol::audit::AuditListReply {
+                    records: store.audit_records(&r).await.map_err(store_error)?,
+                })
+            })
+            .await
         }
         other => encode_reply::<()>(&Err(ApiError::new(
             ErrorCode::BadRequest,

@@ -7,6 +7,7 @@
 //! Prometheus metrics are in [`metrics`].
 
 pub mod api;
+pub mod audit;
 pub mod error;
 pub mod events;
 pub mod metrics;

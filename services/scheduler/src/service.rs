@@ -55,6 +55,15 @@ impl TaskService {
         }
     }
 
+    /// This service over `store` (a store carrying a request's audit scope,
+    /// see [`crate::audit`]); everything else is shared.
+    pub fn with_store(&self, store: Store) -> Self {
+        TaskService {
+            store,
+            ..self.clone()
+        }
+    }
+
     /// Wakes the outbox publisher (new rows were committed, e.g. a cancel
     /// mark).
     pub fn poke(&self) {

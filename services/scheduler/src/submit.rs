@@ -80,6 +80,10 @@ impl TaskService {
     /// whole request: nothing is created.
     pub async fn submit(&self, request: &TaskSubmit) -> Result<TaskSubmitReply, ApiError> {
         let targets = self.targets(request).await?;
+        if let Some(audit) = self.store.audit_scope() {
+            // Racks a label or component selected are named in the record.
+            audit.note_racks(targets.racks.iter().map(|(rack, _)| rack.0.clone()));
+        }
         let mut results = Vec::new();
         for (rack, scope) in &targets.racks {
             let submission = match self

@@ -526,6 +526,12 @@ fn endpoint_cases() -> Vec<Case> {
             ("operation", json!("power_up")),
             Some("operation"),
         ),
+        (
+            endpoint::AuditList::NAME,
+            json!({"since": "2026-12-05T00:00:00Z", "rack": "r1"}),
+            ("since", json!("yesterday")),
+            None,
+        ),
     ]
 }
 

@@ -143,7 +143,12 @@ async fn the_wait_ends_naming_the_components_and_an_override_runs_at_once() {
         "{reply}"
     );
 
-    let task = power_off(&env, "override", json!({"override_readiness": true})).await;
+    let task = power_off(
+        &env,
+        "override",
+        json!({"override_readiness": true, "reason": "tray checked by hand"}),
+    )
+    .await;
     let done = env.finish(&task).await;
     assert_eq!(done["status"], "completed", "{done:#}");
     assert!(commands(&env) > 0);

@@ -1116,7 +1116,8 @@ async fn an_upgrade_records_the_version_and_one_to_an_older_version_needs_allowi
         .submit_task(
             "allowed",
             "upgrade",
-            json!({"component_types": ["Compute"], "firmware": image("25.10"), "allow_version_change": true}),
+            json!({"component_types": ["Compute"], "firmware": image("25.10"), "allow_version_change": true,
+                   "reason": "roll back the bad 26.02 build"}),
         )
         .await;
     assert_eq!(env.finish(&task).await["status"], "completed");

@@ -7,6 +7,7 @@ use std::time::Duration;
 use flow_config::Settings;
 use flow_jetstream::{InitialConnect, connect_nats};
 use flow_protocol::api::{ApiError, Endpoint, decode_reply};
+use flow_protocol::audit::ACTOR_HEADER;
 use flow_protocol::subjects::api_subject;
 use serde::Serialize;
 
@@ -55,6 +56,10 @@ pub enum ClientError {
 pub struct Client {
     nats: async_nats::Client,
     url: String,
+    /// Who the requests claim to come from: sent as the `Flow-Actor`
+    /// header (a claim the audit log records, not an authenticated
+    /// identity; docs/audit.md).
+    actor: Option<String>,
 }
 
 impl Client {
@@ -80,6 +85,7 @@ impl Client {
         Ok(Client {
             nats,
             url: settings.nats.url.clone(),
+            actor: None,
         })
     }
 
@@ -90,7 +96,21 @@ impl Client {
         Client {
             nats,
             url: url.into(),
+            actor: None,
         }
+    }
+
+    /// This client, naming `actor` in every request's `Flow-Actor` header
+    /// (the audit log's "who"; blank names nobody).
+    pub fn with_actor(mut self, actor: impl Into<String>) -> Client {
+        let actor = actor.into();
+        self.actor = (!actor.trim().is_empty()).then_some(actor);
+        self
+    }
+
+    /// The actor the requests name, if any.
+    pub fn actor(&self) -> Option<&str> {
+        self.actor.as_deref()
     }
 
     /// The underlying NATS connection (for JetStream figures).
@@ -100,7 +120,17 @@ impl Client {
 
     /// Calls endpoint `E` with its request.
     pub async fn call<E: Endpoint>(&self, request: &E::Request) -> Result<E::Reply, ClientError> {
-        self.send::<E, _>(request).await
+        self.send::<E, _>(request, self.actor.as_deref()).await
+    }
+
+    /// Calls endpoint `E` on behalf of `actor` (a service with users of its
+    /// own, as the console, names each one in the `Flow-Actor` header).
+    pub async fn call_as<E: Endpoint>(
+        &self,
+        actor: &str,
+        request: &E::Request,
+    ) -> Result<E::Reply, ClientError> {
+        self.send::<E, _>(request, Some(actor)).await
     }
 
     /// Calls endpoint `E` with a body the service reads as `E::Request`,
@@ -110,17 +140,26 @@ impl Client {
         &self,
         body: &serde_json::Value,
     ) -> Result<E::Reply, ClientError> {
-        self.send::<E, _>(body).await
+        self.send::<E, _>(body, self.actor.as_deref()).await
     }
 
-    async fn send<E: Endpoint, B: Serialize>(&self, request: &B) -> Result<E::Reply, ClientError> {
+    async fn send<E: Endpoint, B: Serialize>(
+        &self,
+        request: &B,
+        actor: Option<&str>,
+    ) -> Result<E::Reply, ClientError> {
         let endpoint = E::NAME;
         let subject = api_subject(endpoint);
         let body = serde_json::to_vec(request)
             .map_err(|e| ApiError::new(flow_protocol::api::ErrorCode::BadRequest, e.to_string()))?;
-        let request = async_nats::Request::new()
+        let mut request = async_nats::Request::new()
             .payload(body.into())
             .timeout(Some(REQUEST_TIMEOUT));
+        if let Some(actor) = actor {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(ACTOR_HEADER, actor);
+            request = request.headers(headers);
+        }
         match self.nats.send_request(subject.clone(), request).await {
             Ok(msg) => Ok(decode_reply(&msg.payload)?),
             Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 
+use crate::audit::EndpointKind;
 use crate::ids::{ComponentId, RackId, RackRef, RuleId};
 use crate::rack::RackSpec;
 
@@ -168,6 +169,9 @@ pub fn decode_request<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> 
 pub trait Endpoint {
     /// The name, `rule.create`.
     const NAME: &'static str;
+    /// Whether it reads or changes state (which decides whether requests
+    /// to it are audited, see [`crate::audit`]).
+    const KIND: EndpointKind;
     /// The request body.
     type Request: Serialize + DeserializeOwned + Send + Sync;
     /// The reply's `result`.
@@ -180,7 +184,7 @@ pub mod endpoint {
     use crate::task::{TaskListReply, TaskRecord};
 
     macro_rules! endpoints {
-        ($($(#[$doc:meta])* $marker:ident = $name:literal: $req:ty => $rep:ty;)+) => {
+        ($($(#[$doc:meta])* $marker:ident = $name:literal ($kind:ident): $req:ty => $rep:ty;)+) => {
             $(
                 $(#[$doc])*
                 #[derive(Debug, Clone, Copy)]
@@ -188,6 +192,7 @@ pub mod endpoint {
 
                 impl Endpoint for $marker {
                     const NAME: &'static str = $name;
+                    const KIND: EndpointKind = EndpointKind::$kind;
                     type Request = $req;
                     type Reply = $rep;
                 }
@@ -195,130 +200,141 @@ pub mod endpoint {
 
             /// Every endpoint's name.
             pub const ALL: &[&str] = &[$($name,)+];
+
+            /// Every endpoint with its kind (read, change, internal):
+            /// every `change` request leaves one audit record.
+            pub const CATALOG: &[(&str, EndpointKind)] = &[$(($name, EndpointKind::$kind),)+];
         };
+    }
+
+    /// The kind of the endpoint named `name`, if there is one.
+    pub fn kind(name: &str) -> Option<EndpointKind> {
+        CATALOG.iter().find(|(n, _)| *n == name).map(|(_, k)| *k)
     }
 
     endpoints! {
         /// Create one rule.
-        RuleCreate = "rule.create": super::RuleCreate => RuleRecord;
+        RuleCreate = "rule.create" (Change): super::RuleCreate => RuleRecord;
         /// Create a batch of rules (the YAML batch, as JSON).
-        RuleBatchCreate = "rule.batch_create": super::RuleBatchCreate => BatchCreateReply;
+        RuleBatchCreate = "rule.batch_create" (Change): super::RuleBatchCreate => BatchCreateReply;
         /// Get one rule.
-        RuleGet = "rule.get": RuleById => RuleRecord;
+        RuleGet = "rule.get" (Read): RuleById => RuleRecord;
         /// List rules.
-        RuleList = "rule.list": super::RuleList => RuleListReply;
+        RuleList = "rule.list" (Read): super::RuleList => RuleListReply;
         /// Change a rule's name, description or definition.
-        RuleUpdate = "rule.update": super::RuleUpdate => RuleRecord;
+        RuleUpdate = "rule.update" (Change): super::RuleUpdate => RuleRecord;
         /// Delete a rule.
-        RuleDelete = "rule.delete": super::RuleDelete => RuleDeleteReply;
+        RuleDelete = "rule.delete" (Change): super::RuleDelete => RuleDeleteReply;
         /// Make a rule the default for its operation.
-        RuleSetDefault = "rule.set_default": RuleById => RuleRecord;
+        RuleSetDefault = "rule.set_default" (Change): RuleById => RuleRecord;
         /// Bind a rule to a rack.
-        RuleAssociate = "rule.associate": super::RuleAssociate => Association;
+        RuleAssociate = "rule.associate" (Change): super::RuleAssociate => Association;
         /// Unbind a rack's rule for an operation.
-        RuleDisassociate = "rule.disassociate": super::RuleDisassociate => DisassociateReply;
+        RuleDisassociate = "rule.disassociate" (Change): super::RuleDisassociate => DisassociateReply;
         /// Which rule would run, and why.
-        RuleResolve = "rule.resolve": super::RuleResolve => ResolveReply;
+        RuleResolve = "rule.resolve" (Read): super::RuleResolve => ResolveReply;
         /// Every saved definition of a rule.
-        RuleHistory = "rule.history": RuleById => HistoryReply;
+        RuleHistory = "rule.history" (Read): RuleById => HistoryReply;
         /// Create a rack from a rack document.
-        RackCreate = "rack.create": super::RackCreate => RackRecord;
+        RackCreate = "rack.create" (Change): super::RackCreate => RackRecord;
         /// Get a rack and its components.
-        RackGet = "rack.get": RackByRef => RackRecord;
+        RackGet = "rack.get" (Read): RackByRef => RackRecord;
         /// List racks.
-        RackList = "rack.list": super::RackList => RackListReply;
+        RackList = "rack.list" (Read): super::RackList => RackListReply;
         /// Delete a rack.
-        RackDelete = "rack.delete": RackByRef => RackDeleteReply;
+        RackDelete = "rack.delete" (Change): RackByRef => RackDeleteReply;
         /// Set or remove a rack's labels.
-        RackLabel = "rack.label": super::RackLabel => RackRecord;
+        RackLabel = "rack.label" (Change): super::RackLabel => RackRecord;
         /// Set components' operator status (ready, in_use, maintenance).
-        ComponentStatusSet = "rack.component_status": super::ComponentStatusSet => ComponentStatusReply;
+        ComponentStatusSet = "rack.component_status" (Change): super::ComponentStatusSet => ComponentStatusReply;
         /// Submit an operation on racks (one task per rack).
-        TaskSubmit = "task.submit": super::TaskSubmit => TaskSubmitReply;
+        TaskSubmit = "task.submit" (Change): super::TaskSubmit => TaskSubmitReply;
         /// Get a task with its steps.
-        TaskGet = "task.get": TaskById => TaskRecord;
+        TaskGet = "task.get" (Read): TaskById => TaskRecord;
         /// List recent tasks.
-        TaskList = "task.list": super::TaskList => TaskListReply;
+        TaskList = "task.list" (Read): super::TaskList => TaskListReply;
         /// Cancel a task at its next action boundary.
-        TaskCancel = "task.cancel": TaskById => TaskCancelReply;
+        TaskCancel = "task.cancel" (Change): TaskById => TaskCancelReply;
         /// Tasks by status.
-        TaskCounts = "task.counts": TaskCountsRequest => crate::task::TaskCounts;
+        TaskCounts = "task.counts" (Read): TaskCountsRequest => crate::task::TaskCounts;
         /// Create a schedule.
-        ScheduleCreate = "schedule.create": crate::schedule::ScheduleCreate => crate::schedule::ScheduleRecord;
+        ScheduleCreate = "schedule.create" (Change): crate::schedule::ScheduleCreate => crate::schedule::ScheduleRecord;
         /// Get a schedule.
-        ScheduleGet = "schedule.get": crate::schedule::ScheduleByRef => crate::schedule::ScheduleRecord;
+        ScheduleGet = "schedule.get" (Read): crate::schedule::ScheduleByRef => crate::schedule::ScheduleRecord;
         /// List schedules, oldest first.
-        ScheduleList = "schedule.list": crate::schedule::ScheduleList => crate::schedule::ScheduleListReply;
+        ScheduleList = "schedule.list" (Read): crate::schedule::ScheduleList => crate::schedule::ScheduleListReply;
         /// Change a schedule at the revision read.
-        ScheduleUpdate = "schedule.update": crate::schedule::ScheduleUpdate => crate::schedule::ScheduleRecord;
+        ScheduleUpdate = "schedule.update" (Change): crate::schedule::ScheduleUpdate => crate::schedule::ScheduleRecord;
         /// Stop a schedule firing.
-        SchedulePause = "schedule.pause": crate::schedule::ScheduleByRef => crate::schedule::ScheduleRecord;
+        SchedulePause = "schedule.pause" (Change): crate::schedule::ScheduleByRef => crate::schedule::ScheduleRecord;
         /// Let a paused schedule fire again (its next time counted from now).
-        ScheduleResume = "schedule.resume": crate::schedule::ScheduleByRef => crate::schedule::ScheduleRecord;
+        ScheduleResume = "schedule.resume" (Change): crate::schedule::ScheduleByRef => crate::schedule::ScheduleRecord;
         /// Fire a schedule now.
-        ScheduleTrigger = "schedule.trigger": crate::schedule::ScheduleByRef => crate::schedule::TriggerReply;
+        ScheduleTrigger = "schedule.trigger" (Change): crate::schedule::ScheduleByRef => crate::schedule::TriggerReply;
         /// Delete a schedule (its tasks run on).
-        ScheduleDelete = "schedule.delete": crate::schedule::ScheduleByRef => crate::schedule::ScheduleDeleteReply;
+        ScheduleDelete = "schedule.delete" (Change): crate::schedule::ScheduleByRef => crate::schedule::ScheduleDeleteReply;
         /// A schedule's firings and the tasks each created, newest first.
-        ScheduleHistory = "schedule.history": crate::schedule::ScheduleByRef => crate::schedule::ScheduleHistoryReply;
+        ScheduleHistory = "schedule.history" (Read): crate::schedule::ScheduleByRef => crate::schedule::ScheduleHistoryReply;
         /// Create a phased rollout.
-        RunCreate = "run.create": crate::run::RunCreate => crate::run::RunRecord;
+        RunCreate = "run.create" (Change): crate::run::RunCreate => crate::run::RunRecord;
         /// Get a run with its phases' counts.
-        RunGet = "run.get": crate::run::RunByRef => crate::run::RunRecord;
+        RunGet = "run.get" (Read): crate::run::RunByRef => crate::run::RunRecord;
         /// List runs, newest first.
-        RunList = "run.list": crate::run::RunList => crate::run::RunListReply;
+        RunList = "run.list" (Read): crate::run::RunList => crate::run::RunListReply;
         /// A run's targets.
-        RunTargets = "run.targets": crate::run::RunTargets => crate::run::RunTargetsReply;
+        RunTargets = "run.targets" (Read): crate::run::RunTargets => crate::run::RunTargetsReply;
         /// Pause a run.
-        RunPause = "run.pause": crate::run::RunByRef => crate::run::RunRecord;
+        RunPause = "run.pause" (Change): crate::run::RunByRef => crate::run::RunRecord;
         /// Resume a paused run (accepting the failures that tripped a gate).
-        RunResume = "run.resume": crate::run::RunByRef => crate::run::RunRecord;
+        RunResume = "run.resume" (Change): crate::run::RunByRef => crate::run::RunRecord;
         /// Start the next phase of a run at its phase gate.
-        RunAdvance = "run.advance": crate::run::RunAdvance => crate::run::RunRecord;
+        RunAdvance = "run.advance" (Change): crate::run::RunAdvance => crate::run::RunRecord;
         /// Cancel a run and its open tasks.
-        RunCancel = "run.cancel": crate::run::RunByRef => crate::run::RunRecord;
+        RunCancel = "run.cancel" (Change): crate::run::RunByRef => crate::run::RunRecord;
         /// Create an event rule (disabled unless asked).
-        EventRuleCreate = "event_rule.create": crate::event::EventRuleCreate => crate::event::EventRuleRecord;
+        EventRuleCreate = "event_rule.create" (Change): crate::event::EventRuleCreate => crate::event::EventRuleRecord;
         /// Get an event rule (or a built-in: `builtin:<event type>`).
-        EventRuleGet = "event_rule.get": crate::event::EventRuleByRef => crate::event::EventRuleRecord;
+        EventRuleGet = "event_rule.get" (Read): crate::event::EventRuleByRef => crate::event::EventRuleRecord;
         /// List event rules, then the built-ins.
-        EventRuleList = "event_rule.list": crate::event::EventRuleList => crate::event::EventRuleListReply;
+        EventRuleList = "event_rule.list" (Read): crate::event::EventRuleList => crate::event::EventRuleListReply;
         /// Change an event rule at the revision read.
-        EventRuleUpdate = "event_rule.update": crate::event::EventRuleUpdate => crate::event::EventRuleRecord;
+        EventRuleUpdate = "event_rule.update" (Change): crate::event::EventRuleUpdate => crate::event::EventRuleRecord;
         /// Enable or disable an event rule.
-        EventRuleEnable = "event_rule.enable": crate::event::EventRuleEnable => crate::event::EventRuleRecord;
+        EventRuleEnable = "event_rule.enable" (Change): crate::event::EventRuleEnable => crate::event::EventRuleRecord;
         /// Delete an event rule and its bindings.
-        EventRuleDelete = "event_rule.delete": crate::event::EventRuleByRef => crate::event::EventRuleDeleteReply;
+        EventRuleDelete = "event_rule.delete" (Change): crate::event::EventRuleByRef => crate::event::EventRuleDeleteReply;
         /// Bind a rule to the site or a rack for its event type.
-        EventRuleBind = "event_rule.bind": crate::event::EventRuleBind => crate::event::BindingRecord;
+        EventRuleBind = "event_rule.bind" (Change): crate::event::EventRuleBind => crate::event::BindingRecord;
         /// Remove the binding of an event type at a scope.
-        EventRuleUnbind = "event_rule.unbind": crate::event::EventRuleUnbind => crate::event::UnbindReply;
+        EventRuleUnbind = "event_rule.unbind" (Change): crate::event::EventRuleUnbind => crate::event::UnbindReply;
         /// Every binding.
-        EventRuleBindings = "event_rule.bindings": crate::event::BindingList => crate::event::BindingListReply;
+        EventRuleBindings = "event_rule.bindings" (Read): crate::event::BindingList => crate::event::BindingListReply;
         /// Hand in a hardware event (as a watcher publishes it).
-        EventPublish = "event.publish": crate::event::HardwareEvent => crate::event::EventPublishReply;
+        EventPublish = "event.publish" (Change): crate::event::HardwareEvent => crate::event::EventPublishReply;
         /// Get an event and its executions.
-        EventGet = "event.get": crate::event::EventById => crate::event::EventRecord;
+        EventGet = "event.get" (Read): crate::event::EventById => crate::event::EventRecord;
         /// List events, newest first.
-        EventList = "event.list": crate::event::EventList => crate::event::EventListReply;
+        EventList = "event.list" (Read): crate::event::EventList => crate::event::EventListReply;
         /// Clear an event with a reason: its locks go.
-        EventClear = "event.clear": crate::event::EventClear => crate::event::EventRecord;
+        EventClear = "event.clear" (Change): crate::event::EventClear => crate::event::EventRecord;
         /// Create a power domain or replace its limits.
-        PowerDomainSet = "power_domain.set": crate::power::PowerDomainSet => crate::power::PowerDomainRecord;
+        PowerDomainSet = "power_domain.set" (Change): crate::power::PowerDomainSet => crate::power::PowerDomainRecord;
         /// A power domain: limits, racks, draw in use, waiting commands.
-        PowerDomainGet = "power_domain.get": crate::power::PowerDomainByName => crate::power::PowerDomainRecord;
+        PowerDomainGet = "power_domain.get" (Read): crate::power::PowerDomainByName => crate::power::PowerDomainRecord;
         /// Every power domain.
-        PowerDomainList = "power_domain.list": crate::power::PowerDomainList => crate::power::PowerDomainListReply;
+        PowerDomainList = "power_domain.list" (Read): crate::power::PowerDomainList => crate::power::PowerDomainListReply;
         /// Delete a power domain (racks naming it keep the name, unlimited).
-        PowerDomainDelete = "power_domain.delete": crate::power::PowerDomainByName => crate::power::PowerDomainDeleteReply;
+        PowerDomainDelete = "power_domain.delete" (Change): crate::power::PowerDomainByName => crate::power::PowerDomainDeleteReply;
         /// Set the draw of a component type (for a rack model).
-        PowerModelSet = "power_model.set": crate::power::PowerModelSet => crate::power::PowerModelSet;
+        PowerModelSet = "power_model.set" (Change): crate::power::PowerModelSet => crate::power::PowerModelSet;
         /// Every draw model, defaults included.
-        PowerModelList = "power_model.list": crate::power::PowerModelList => crate::power::PowerModelListReply;
+        PowerModelList = "power_model.list" (Read): crate::power::PowerModelList => crate::power::PowerModelListReply;
         /// Replace the power domains a rack belongs to.
-        RackPowerDomains = "rack.power_domains": crate::power::RackPowerDomains => RackRecord;
+        RackPowerDomains = "rack.power_domains" (Change): crate::power::RackPowerDomains => RackRecord;
         /// May this power command go now (budget, spacing, shelves off)? Asked by workers.
-        PowerAdmit = "power.admit": crate::power::PowerAdmit => crate::power::Admission;
+        PowerAdmit = "power.admit" (Internal): crate::power::PowerAdmit => crate::power::Admission;
+        /// Audit records, newest first (nothing can change or delete them).
+        AuditList = "audit.list" (Read): crate::audit::AuditList => crate::audit::AuditListReply;
     }
 }
 
@@ -565,6 +581,10 @@ pub struct TaskSubmit {
     /// component has (or a downgrade a newer one); refused otherwise.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub allow_version_change: bool,
+    /// Why: required with `override_readiness` or `allow_version_change`
+    /// (refused without one, naming `reason`); kept in the audit record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
     /// Start no earlier than this (RFC 3339): until then the task waits
     /// without holding its components.
     #[serde(
@@ -603,7 +623,8 @@ impl TaskSubmit {
     /// component, at most [`MAX_RACKS_PER_SUBMIT`] racks and
     /// [`MAX_COMPONENTS_PER_SUBMIT`] components; valid labels; a
     /// description of at most [`MAX_DESCRIPTION_LEN`] characters; `forced`
-    /// only where the operation has a forced variant.
+    /// only where the operation has a forced variant; a `reason` with
+    /// `override_readiness` or `allow_version_change`.
     pub fn check(&self) -> Result<(), ApiError> {
         let bad = |m: String| Err(ApiError::new(ErrorCode::BadRequest, m));
         if self.request_id.trim().is_empty() {
@@ -662,6 +683,17 @@ impl TaskSubmit {
             ));
         }
         self.operation_to_run()?;
+        for (set, field) in [
+            (self.override_readiness, "override_readiness"),
+            (self.allow_version_change, "allow_version_change"),
+        ] {
+            if set {
+                crate::audit::check_reason(self.reason.as_deref(), field)?;
+            }
+        }
+        if let Some(reason) = &self.reason {
+            crate::audit::check_reason(Some(reason), "a reason")?;
+        }
         Ok(())
     }
 
@@ -706,6 +738,7 @@ impl TaskSubmit {
             override_readiness: false,
             readiness_timeout_seconds: None,
             allow_version_change: false,
+            reason: None,
             not_before: None,
             not_after: None,
         }

@@ -4,6 +4,7 @@
 //! and results (JSON, versioned with `schema: 1`). No I/O.
 
 pub mod api;
+pub mod audit;
 pub mod decode;
 pub mod event;
 pub mod ids;

@@ -215,7 +215,7 @@ impl Store {
         .fetch_one(&mut *tx)
         .await
         .map_err(|e| name_taken(&e, &spec.name).unwrap_or(StoreError::Database(e)))?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         row.into_record()
     }
 
@@ -254,7 +254,7 @@ impl Store {
         if deleted == 0 {
             return Err(StoreError::NotFound(format!("no event rule {id}")));
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(bindings)
     }
 
@@ -285,7 +285,7 @@ impl Store {
         .bind(id.as_uuid())
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -295,15 +295,17 @@ impl Store {
         event_type: EventType,
         rack: Option<RackId>,
     ) -> Result<bool, StoreError> {
+        let mut tx = self.pool().begin().await?;
         let removed = sqlx::query(
             "DELETE FROM event_rule_bindings WHERE event_type = $1 \
              AND rack_id IS NOT DISTINCT FROM $2",
         )
         .bind(event_type.as_str())
         .bind(rack.map(|r| r.as_uuid()))
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?
         .rows_affected();
+        self.commit(tx).await?;
         Ok(removed > 0)
     }
 
@@ -451,7 +453,7 @@ impl Store {
         .bind(id)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok((EventId(id), true))
     }
 
@@ -488,7 +490,7 @@ impl Store {
             .bind(id.as_uuid())
             .execute(&mut *tx)
             .await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(())
     }
 

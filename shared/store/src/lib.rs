@@ -4,6 +4,7 @@
 //! embedded here. Row types stay in this crate; callers see the protocol's
 //! domain types with typed IDs.
 
+pub mod audit;
 mod error;
 pub mod events;
 pub mod hosts;
@@ -33,6 +34,9 @@ pub static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("../../migrations"
 #[derive(Debug, Clone)]
 pub struct Store {
     pool: PgPool,
+    /// The request whose audit record the next committed change carries
+    /// ([`Store::with_audit`]); none outside a request.
+    audit: Option<std::sync::Arc<audit::AuditScope>>,
 }
 
 /// How often a store on several hosts checks its current one.
@@ -106,12 +110,12 @@ impl Store {
         if several {
             tokio::spawn(watch_hosts(pool.clone(), list, host.addr));
         }
-        Ok(Store { pool })
+        Ok(Store { pool, audit: None })
     }
 
     /// Wraps an existing pool.
     pub fn from_pool(pool: PgPool) -> Store {
-        Store { pool }
+        Store { pool, audit: None }
     }
 
     /// Applies every migration not yet applied (safe to run from several

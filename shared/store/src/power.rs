@@ -116,7 +116,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         let record = domain_record(&mut tx, &request.name).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         tracing::info!(domain = %request.name, budget_kw = ?request.budget_kw, max_shelves_off = ?request.max_shelves_off, min_spacing_ms = ?request.min_spacing_ms, "power domain set");
         Ok(record)
     }
@@ -150,11 +150,13 @@ impl Store {
         &self,
         name: &DomainName,
     ) -> Result<PowerDomainDeleteReply, StoreError> {
+        let mut tx = self.pool().begin().await?;
         let n = sqlx::query("DELETE FROM power_domains WHERE name = $1")
             .bind(name.as_str())
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await?
             .rows_affected();
+        self.commit(tx).await?;
         Ok(PowerDomainDeleteReply { deleted: n > 0 })
     }
 
@@ -175,6 +177,7 @@ impl Store {
         let int = |field: &str, v: u32| {
             i32::try_from(v).map_err(|_| invalid(field, format!("{v} is too large")))
         };
+        let mut tx = self.pool().begin().await?;
         sqlx::query(
             "INSERT INTO power_models (component_type, rack_model, inrush_w, steady_w, settle_ms) \
              VALUES ($1, $2, $3, $4, $5) ON CONFLICT (component_type, rack_model) DO UPDATE \
@@ -185,8 +188,9 @@ impl Store {
         .bind(int("inrush_w", model.inrush_w)?)
         .bind(int("steady_w", model.steady_w)?)
         .bind(int("settle_ms", model.settle_ms)?)
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await?;
+        self.commit(tx).await?;
         Ok(model.clone())
     }
 
@@ -237,7 +241,7 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         let record = rack_record(&mut tx, id).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(record)
     }
 

@@ -114,7 +114,7 @@ impl Store {
             .await?;
         }
         let record = rack_record(&mut tx, id).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(record)
     }
 
@@ -211,7 +211,7 @@ impl Store {
             });
         }
         let record = rack_record(&mut tx, id).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(record)
     }
 
@@ -301,24 +301,25 @@ impl Store {
                 status,
             });
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(ComponentStatusReply { components })
     }
 
     /// Deletes a rack, its components and its rule bindings. A missing rack
     /// is not an error.
     pub async fn delete_rack(&self, rack: &RackRef) -> Result<RackDeleteReply, StoreError> {
-        let mut conn = self.pool().acquire().await?;
-        let id = match find_rack(&mut conn, rack).await {
+        let mut tx = self.pool().begin().await?;
+        let id = match find_rack(&mut tx, rack).await {
             Ok((id, _)) => id,
             Err(StoreError::NotFound(_)) => return Ok(RackDeleteReply { deleted: false }),
             Err(e) => return Err(e),
         };
         let n = sqlx::query("DELETE FROM racks WHERE id = $1")
             .bind(id.as_uuid())
-            .execute(&mut *conn)
+            .execute(&mut *tx)
             .await?
             .rows_affected();
+        self.commit(tx).await?;
         Ok(RackDeleteReply { deleted: n > 0 })
     }
 }

@@ -167,7 +167,7 @@ impl Store {
             other => other?,
         };
         let record = row.into_record(Vec::new())?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(record)
     }
 
@@ -243,7 +243,7 @@ impl Store {
                 }
             }
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(reply)
     }
 
@@ -330,7 +330,7 @@ impl Store {
             insert_revision(&mut tx, &updated).await?;
         }
         let record = record(&mut tx, updated).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(record)
     }
 
@@ -359,7 +359,7 @@ impl Store {
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(RuleDeleteReply {
             deleted: deleted > 0,
             associations_removed: bound.len() as u64,
@@ -391,7 +391,7 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         let record = record(&mut tx, row).await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(record)
     }
 
@@ -436,7 +436,7 @@ impl Store {
         .bind(rule.as_uuid())
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(Association {
             rack_id,
             rack_name,
@@ -452,8 +452,8 @@ impl Store {
         rack: &RackRef,
         op: OperationCode,
     ) -> Result<DisassociateReply, StoreError> {
-        let mut conn = self.pool().acquire().await?;
-        let (rack_id, _) = crate::racks::find_rack(&mut conn, rack).await?;
+        let mut tx = self.begin().await?;
+        let (rack_id, _) = crate::racks::find_rack(&mut tx, rack).await?;
         let removed = sqlx::query(
             "DELETE FROM rack_rule_associations WHERE rack_id = $1 AND operation_type = $2 \
              AND operation_code = $3",
@@ -461,9 +461,10 @@ impl Store {
         .bind(rack_id.as_uuid())
         .bind(type_str(op))
         .bind(op.as_str())
-        .execute(&mut *conn)
+        .execute(&mut *tx)
         .await?
         .rows_affected();
+        self.commit(tx).await?;
         Ok(DisassociateReply {
             removed: removed > 0,
         })

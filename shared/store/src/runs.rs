@@ -315,6 +315,8 @@ fn int(v: usize) -> i32 {
 pub struct RunTx {
     tx: Transaction<'static, Postgres>,
     now_ms: i64,
+    /// The request whose audit record the commit carries.
+    audit: Option<std::sync::Arc<crate::audit::AuditScope>>,
 }
 
 impl Store {
@@ -372,7 +374,7 @@ impl Store {
         .bind(&seqs)
         .execute(&mut *tx)
         .await?;
-        tx.commit().await?;
+        self.commit(tx).await?;
         self.run_record(&run.id.to_string()).await
     }
 
@@ -424,6 +426,7 @@ impl Store {
         Ok(RunTx {
             tx,
             now_ms: ms_of(now),
+            audit: self.audit_scope().cloned(),
         })
     }
 }
@@ -540,7 +543,6 @@ impl RunTx {
 
     /// Commits.
     pub async fn commit(self) -> Result<(), StoreError> {
-        self.tx.commit().await?;
-        Ok(())
+        crate::audit::commit(self.audit.as_deref(), self.tx).await
     }
 }

@@ -128,6 +128,7 @@ impl Store {
         &self,
         schedule: &ScheduleRecord,
     ) -> Result<ScheduleRecord, StoreError> {
+        let mut tx = self.pool().begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO schedules (id, name, kind, spec, timezone, overlap, windows, request, \
              enabled, next_run_at, created_at, updated_at) \
@@ -144,11 +145,12 @@ impl Store {
         .bind(schedule.enabled)
         .bind(schedule.next_run_at)
         .bind(schedule.created_at)
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await;
         if let Err(e) = inserted {
             return Err(name_taken(&e, &schedule.name).unwrap_or(StoreError::Database(e)));
         }
+        self.commit(tx).await?;
         self.schedule(&schedule.id.to_string()).await
     }
 
@@ -192,6 +194,7 @@ impl Store {
         schedule: &ScheduleRecord,
         revision: u64,
     ) -> Result<ScheduleRecord, StoreError> {
+        let mut tx = self.pool().begin().await?;
         let updated = sqlx::query(
             "UPDATE schedules SET name = $3, kind = $4, spec = $5, timezone = $6, overlap = $7, \
              windows = $8, enabled = $9, next_run_at = $10, revision = revision + 1, \
@@ -207,11 +210,12 @@ impl Store {
         .bind(encode("windows", &schedule.windows)?)
         .bind(schedule.enabled)
         .bind(schedule.next_run_at)
-        .execute(self.pool())
+        .execute(&mut *tx)
         .await;
         match updated {
             Err(e) => Err(name_taken(&e, &schedule.name).unwrap_or(StoreError::Database(e))),
             Ok(done) if done.rows_affected() == 0 => {
+                drop(tx);
                 let current = self.schedule(&schedule.id.to_string()).await?;
                 Err(StoreError::Conflict(format!(
                     "schedule {:?} is at revision {}, not {revision}: it changed since it was \
@@ -219,19 +223,24 @@ impl Store {
                     current.name, current.revision
                 )))
             }
-            Ok(_) => self.schedule(&schedule.id.to_string()).await,
+            Ok(_) => {
+                self.commit(tx).await?;
+                self.schedule(&schedule.id.to_string()).await
+            }
         }
     }
 
     /// Deletes a schedule and its firings; its tasks stay (unlinked).
     pub async fn delete_schedule(&self, id: ScheduleId) -> Result<(), StoreError> {
+        let mut tx = self.pool().begin().await?;
         let done = sqlx::query("DELETE FROM schedules WHERE id = $1")
             .bind(id.as_uuid())
-            .execute(self.pool())
+            .execute(&mut *tx)
             .await?;
         if done.rows_affected() == 0 {
             return Err(StoreError::NotFound(format!("schedule {id} not found")));
         }
+        self.commit(tx).await?;
         Ok(())
     }
 
@@ -300,7 +309,7 @@ impl Store {
                 });
             }
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(firings)
     }
 
@@ -361,7 +370,7 @@ impl Store {
                 }),
             });
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(firings)
     }
 
@@ -392,7 +401,7 @@ impl Store {
                 schedule.name
             )));
         }
-        tx.commit().await?;
+        self.commit(tx).await?;
         Ok(Firing {
             schedule: schedule.clone(),
             due: now,

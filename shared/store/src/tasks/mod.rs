@@ -80,6 +80,8 @@ pub struct TaskTx {
     /// How long the step jobs committed are claimed for the caller's own
     /// publish ([`TaskTx::claim_jobs`]).
     claim: Option<std::time::Duration>,
+    /// The request whose audit record the commit carries.
+    audit: Option<std::sync::Arc<crate::audit::AuditScope>>,
 }
 
 /// A step row with its task.
@@ -105,6 +107,7 @@ impl Store {
             pending: Pending::default(),
             defer_writes: false,
             claim: None,
+            audit: self.audit_scope().cloned(),
         })
     }
 }
@@ -468,7 +471,7 @@ impl TaskTx {
         self.pending.write(&mut self.tx).await?;
         let messages = std::mem::take(&mut self.outbox);
         let claimed = outbox::insert(&mut self.tx, messages, self.claim).await?;
-        self.tx.commit().await?;
+        crate::audit::commit(self.audit.as_deref(), self.tx).await?;
         Ok(claimed)
     }
 }

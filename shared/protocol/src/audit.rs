@@ -1,0 +1,381 @@
+//! The audit log's contract: who a request claims to come from (the
+//! `Flow-Actor` header), what kind of endpoint it reached, and the
+//! `audit.list` request and reply. The records themselves are written by
+//! the scheduler in the transaction of each change (docs/audit.md).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use time::OffsetDateTime;
+
+use crate::api::{ApiError, ErrorCode};
+
+/// The NATS header a client names its operator in. A claim, not an
+/// authenticated identity: whoever can publish on `flow.api` can set it.
+pub const ACTOR_HEADER: &str = "Flow-Actor";
+
+/// The actor recorded when a request carries no `Flow-Actor` header.
+pub const UNKNOWN_ACTOR: &str = "unknown";
+
+/// The longest actor name kept (a longer header is cut to this).
+pub const MAX_ACTOR_LEN: usize = 128;
+
+/// The longest reason a request may give.
+pub const MAX_REASON_LEN: usize = 1024;
+
+/// Records in one `audit.list` reply at most.
+pub const MAX_LIST_LIMIT: u32 = 1000;
+
+/// Records in one `audit.list` reply unless the request says otherwise.
+pub const DEFAULT_LIST_LIMIT: u32 = 100;
+
+/// What an endpoint does, which decides whether it is audited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EndpointKind {
+    /// Only reads: never audited.
+    Read,
+    /// Changes state on an operator's or a watcher's behalf: every request
+    /// leaves exactly one audit record.
+    Change,
+    /// Used by Flow's own processes (a worker's bookkeeping), not an
+    /// operator's decision: not audited (it would flood the log); what it
+    /// leads to is recorded where it happens (the task's record).
+    Internal,
+}
+
+impl EndpointKind {
+    /// The name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EndpointKind::Read => "read",
+            EndpointKind::Change => "change",
+            EndpointKind::Internal => "internal",
+        }
+    }
+
+    /// Whether requests to such an endpoint are audited.
+    pub fn is_audited(self) -> bool {
+        matches!(self, EndpointKind::Change)
+    }
+}
+
+/// Where a record's actor came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActorSource {
+    /// The request's `Flow-Actor` header.
+    Header,
+    /// No header: [`UNKNOWN_ACTOR`].
+    Default,
+}
+
+impl ActorSource {
+    /// The name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActorSource::Header => "header",
+            ActorSource::Default => "default",
+        }
+    }
+
+    /// The source named `text`.
+    pub fn parse(text: &str) -> Option<ActorSource> {
+        [ActorSource::Header, ActorSource::Default]
+            .into_iter()
+            .find(|s| s.as_str() == text)
+    }
+}
+
+/// Who a request claims to come from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Actor {
+    /// The name (at most [`MAX_ACTOR_LEN`] characters, no control
+    /// characters).
+    pub name: String,
+    /// Where it came from.
+    pub source: ActorSource,
+}
+
+impl Actor {
+    /// The actor of a request whose `Flow-Actor` header is `header`: its
+    /// value trimmed, control characters dropped and cut to
+    /// [`MAX_ACTOR_LEN`]; none or blank is [`UNKNOWN_ACTOR`].
+    pub fn from_header(header: Option<&str>) -> Actor {
+        let name: String = header
+            .unwrap_or_default()
+            .chars()
+            .filter(|c| !c.is_control())
+            .collect::<String>()
+            .trim()
+            .chars()
+            .take(MAX_ACTOR_LEN)
+            .collect();
+        if name.is_empty() {
+            Actor {
+                name: UNKNOWN_ACTOR.to_owned(),
+                source: ActorSource::Default,
+            }
+        } else {
+            Actor {
+                name,
+                source: ActorSource::Header,
+            }
+        }
+    }
+}
+
+/// How a request ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AuditOutcome {
+    /// It was carried out (its change is committed with the record).
+    Ok,
+    /// It was refused before any change: invalid, not found, a conflict.
+    Refused,
+    /// A fault (the database, a dependency) stopped it; nothing changed.
+    Error,
+}
+
+impl AuditOutcome {
+    /// Every outcome.
+    pub const ALL: [AuditOutcome; 3] =
+        [AuditOutcome::Ok, AuditOutcome::Refused, AuditOutcome::Error];
+
+    /// The name, as stored.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuditOutcome::Ok => "ok",
+            AuditOutcome::Refused => "refused",
+            AuditOutcome::Error => "error",
+        }
+    }
+
+    /// The outcome named `text`.
+    pub fn parse(text: &str) -> Option<AuditOutcome> {
+        Self::ALL.into_iter().find(|o| o.as_str() == text)
+    }
+
+    /// The outcome of a request answered with `error`: the caller's
+    /// mistakes are refusals, faults are errors.
+    pub fn of_error(error: &ApiError) -> AuditOutcome {
+        match error.code {
+            ErrorCode::BadRequest
+            | ErrorCode::Invalid
+            | ErrorCode::NotFound
+            | ErrorCode::Conflict => AuditOutcome::Refused,
+            ErrorCode::Unavailable | ErrorCode::Internal => AuditOutcome::Error,
+        }
+    }
+}
+
+/// Checks an operator's reason for an override: required (`field` names
+/// what needs it), not blank, at most [`MAX_REASON_LEN`] characters.
+pub fn check_reason(reason: Option<&str>, needed_by: &str) -> Result<(), ApiError> {
+    let bad = |m: String| Err(ApiError::new(ErrorCode::BadRequest, m));
+    match reason {
+        None => bad(format!("reason: required with {needed_by}")),
+        Some(r) if r.trim().is_empty() => bad(format!(
+            "reason: must not be blank (required with {needed_by})"
+        )),
+        Some(r) if r.chars().count() > MAX_REASON_LEN => bad(format!(
+            "reason: must be at most {MAX_REASON_LEN} characters"
+        )),
+        Some(r) if r.chars().any(|c| c.is_control() && c != '\n') => {
+            bad("reason: must not contain control characters".to_owned())
+        }
+        Some(_) => Ok(()),
+    }
+}
+
+/// `audit.list`: records newest first, each filter narrowing.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AuditList {
+    /// At or after this (RFC 3339).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::task::timestamp::option"
+    )]
+    pub since: Option<OffsetDateTime>,
+    /// Before this (RFC 3339).
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "crate::task::timestamp::option"
+    )]
+    pub until: Option<OffsetDateTime>,
+    /// Only this actor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+    /// Only records naming this rack (by name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
+    /// Only this endpoint (`task.submit`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// Only this outcome.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outcome: Option<AuditOutcome>,
+    /// At most this many (default [`DEFAULT_LIST_LIMIT`], at most
+    /// [`MAX_LIST_LIMIT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+impl AuditList {
+    /// What decoding cannot check: a limit of 1 to [`MAX_LIST_LIMIT`],
+    /// `until` later than `since`, an endpoint in the catalog.
+    pub fn check(&self) -> Result<(), ApiError> {
+        let bad = |m: String| Err(ApiError::new(ErrorCode::BadRequest, m));
+        if let Some(limit) = self.limit
+            && !(1..=MAX_LIST_LIMIT).contains(&limit)
+        {
+            return bad(format!("limit: must be 1 to {MAX_LIST_LIMIT}, got {limit}"));
+        }
+        if let (Some(since), Some(until)) = (self.since, self.until)
+            && until <= since
+        {
+            return bad("until: must be later than since".to_owned());
+        }
+        if let Some(endpoint) = &self.endpoint
+            && crate::api::endpoint::kind(endpoint).is_none()
+        {
+            return bad(format!("endpoint: no endpoint {endpoint:?}"));
+        }
+        Ok(())
+    }
+
+    /// The limit to apply.
+    pub fn effective_limit(&self) -> u32 {
+        self.limit
+            .unwrap_or(DEFAULT_LIST_LIMIT)
+            .clamp(1, MAX_LIST_LIMIT)
+    }
+}
+
+/// One audit record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditRecord {
+    /// Its place in the log (increasing).
+    pub id: i64,
+    /// When it was written (the change's transaction time).
+    #[serde(with = "time::serde::rfc3339")]
+    pub at: OffsetDateTime,
+    /// Who the request claimed to come from.
+    pub actor: String,
+    /// Where that name came from.
+    pub actor_source: ActorSource,
+    /// The endpoint.
+    pub endpoint: String,
+    /// Its kind.
+    pub kind: EndpointKind,
+    /// Racks it named (by name, as given or resolved).
+    #[serde(default)]
+    pub racks: Vec<String>,
+    /// Tasks it named.
+    #[serde(default)]
+    pub task_ids: Vec<crate::TaskId>,
+    /// Any other target (a rule, schedule, run or event rule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+    /// The request as received.
+    pub request: Value,
+    /// How it ended.
+    pub outcome: AuditOutcome,
+    /// The refusal or error message (empty when ok).
+    #[serde(default)]
+    pub message: String,
+    /// The operator's reason, if given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// `audit.list` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AuditListReply {
+    /// Newest first.
+    pub records: Vec<AuditRecord>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_actor_header_is_trimmed_and_a_missing_one_is_unknown() {
+        assert_eq!(
+            Actor::from_header(Some("  alice\n")),
+            Actor {
+                name: "alice".into(),
+                source: ActorSource::Header
+            }
+        );
+        for none in [None, Some(""), Some(" \t ")] {
+            assert_eq!(
+                Actor::from_header(none),
+                Actor {
+                    name: UNKNOWN_ACTOR.into(),
+                    source: ActorSource::Default
+                }
+            );
+        }
+        let long = "x".repeat(MAX_ACTOR_LEN + 10);
+        assert_eq!(Actor::from_header(Some(&long)).name.len(), MAX_ACTOR_LEN);
+    }
+
+    #[test]
+    fn a_reason_is_required_and_not_blank() {
+        let msg = |r: Option<&str>| check_reason(r, "override_readiness").map_err(|e| e.message);
+        assert_eq!(
+            msg(None),
+            Err("reason: required with override_readiness".into())
+        );
+        assert!(
+            msg(Some("  "))
+                .unwrap_err()
+                .starts_with("reason: must not be blank")
+        );
+        assert!(
+            msg(Some(&"r".repeat(MAX_REASON_LEN + 1)))
+                .unwrap_err()
+                .starts_with("reason: must be at most")
+        );
+        assert_eq!(msg(Some("tray 7 swapped, checked by hand")), Ok(()));
+    }
+
+    #[test]
+    fn a_listing_checks_its_limit_window_and_endpoint() {
+        let check = |body: serde_json::Value| {
+            crate::decode::request::<AuditList>(body.to_string().as_bytes())
+                .unwrap()
+                .check()
+                .map_err(|e| e.message)
+        };
+        assert_eq!(check(serde_json::json!({})), Ok(()));
+        assert!(
+            check(serde_json::json!({"limit": 0}))
+                .unwrap_err()
+                .starts_with("limit:")
+        );
+        assert!(
+            check(serde_json::json!({"limit": 1001}))
+                .unwrap_err()
+                .starts_with("limit:")
+        );
+        assert!(
+            check(serde_json::json!({"since": "2026-01-02T00:00:00Z", "until": "2026-01-01T00:00:00Z"}))
+                .unwrap_err()
+                .starts_with("until:")
+        );
+        assert!(
+            check(serde_json::json!({"endpoint": "nope.x"}))
+                .unwrap_err()
+                .starts_with("endpoint:")
+        );
+        assert_eq!(
+            check(serde_json::json!({"endpoint": "task.submit"})),
+            Ok(())
+        );
+    }
+}
