@@ -564,10 +564,23 @@ impl TaskService {
 fn check_spec(spec: &EventRuleSpec) -> Result<(), ApiError> {
     let mut problems = rules::validate(spec);
     for action in &spec.actions {
-        if let ActionKind::SubmitTask { task, .. } = &action.kind
-            && let Err(e) = task.operation_to_run()
-        {
-            problems.push(format!("actions {:?}: {}", action.name, e.message));
+        if let ActionKind::SubmitTask { task, .. } = &action.kind {
+            if let Err(e) = task.operation_to_run() {
+                problems.push(format!("actions {:?}: {}", action.name, e.message));
+            }
+            // An override the rule will make needs its reason, as a
+            // request's does (docs/audit.md).
+            for (set, field) in [
+                (task.override_readiness, "override_readiness"),
+                (task.allow_version_change, "allow_version_change"),
+            ] {
+                if set
+                    && let Err(e) =
+                        flow_protocol::audit::check_reason(task.reason.as_deref(), field)
+                {
+                    problems.push(format!("actions {:?}: task.{}", action.name, e.message));
+                }
+            }
         }
     }
     if problems.is_empty() {

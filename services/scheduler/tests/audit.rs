@@ -336,6 +336,21 @@ async fn a_refused_request_leaves_one_refused_record_and_no_change() {
         assert_eq!(r["actor"], "bob");
         assert_eq!(r["racks"], json!(["rack-01"]));
     }
+    // An event rule whose task overrides readiness needs its reason too.
+    let spec = json!({"spec": {"name": "cut", "event_type": "hardware.leak.detected",
+        "actions": [{"name": "off", "do": {"kind": "submit_task", "target": "component",
+            "task": {"operation": "force_power_off", "override_readiness": true}}}]}});
+    let e = env.err("event_rule.create", spec.clone()).await;
+    assert!(
+        e.details
+            .iter()
+            .any(|d| d == "actions \"off\": task.reason: required with override_readiness"),
+        "{e} {:?}",
+        e.details
+    );
+    let mut with_reason = spec;
+    with_reason["spec"]["actions"][0]["do"]["task"]["reason"] = json!("a leak cannot wait");
+    env.ok("event_rule.create", with_reason).await;
     // Not found, and a conflict: one refused record each, nothing changed.
     let before = count(&env).await;
     let e = send_as(
