@@ -230,7 +230,8 @@ async fn a_locked_tray_refuses_power_on_until_cleared_with_a_reason() {
         let refused = submit(
             &env,
             json!({"racks": ["rack-01"], "operation": operation,
-                   "component_types": ["compute"], "override_readiness": true}),
+                   "component_types": ["compute"], "override_readiness": true,
+                   "reason": "leak test: the lock, not readiness, is under test"}),
         )
         .await;
         let message = refused["error"]["message"].as_str().unwrap_or_default();
@@ -284,12 +285,55 @@ async fn a_locked_tray_refuses_power_on_until_cleared_with_a_reason() {
     let on = submit(
         &env,
         json!({"components": ["compute-02"], "operation": "power_on",
-               "override_readiness": true}),
+               "override_readiness": true, "reason": "leak cleared, tray checked"}),
     )
     .await;
     let on = on["task_id"].as_str().expect("created").to_owned();
     assert_eq!(env.finish(&on).await["status"], "completed");
     assert_eq!(power(&env, "compute-02"), PowerState::On);
+
+    // The audit log: each refused clear once, the clear with its reason,
+    // each refused submission once (and no task for them).
+    let clears = env
+        .ok("audit.list", json!({"endpoint": "event.clear"}))
+        .await["records"]
+        .clone();
+    let outcomes: Vec<(&str, Option<&str>)> = clears
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["outcome"].as_str().unwrap(), r["reason"].as_str()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            ("refused", Some("again")),
+            ("ok", Some("tray dried and inspected")),
+            ("refused", Some("  ")),
+            ("refused", None),
+        ],
+        "{clears}"
+    );
+    let refused = env
+        .ok(
+            "audit.list",
+            json!({"endpoint": "task.submit", "outcome": "refused"}),
+        )
+        .await["records"]
+        .clone();
+    let refused = refused.as_array().unwrap();
+    assert_eq!(
+        refused.len(),
+        3,
+        "the three locked submissions: {refused:?}"
+    );
+    for r in refused {
+        assert!(r["task_ids"].as_array().unwrap().is_empty(), "{r}");
+        assert!(
+            r["message"].as_str().unwrap().contains("flow event clear"),
+            "{r}"
+        );
+    }
     env.stop().await;
 }
 

@@ -240,6 +240,25 @@ async fn a_budget_holds_across_schedulers_and_workers_with_a_kill() {
     assert!(peak > steady_kw(RACKS), "peak {peak} kW: {row}");
     let d = env.ok("power_domain.get", json!({"name": "row=A"})).await;
     assert_eq!(d["waiting"], 0, "nothing waits once done: {d}");
+    // The budget and the racks' domains left one audit record each;
+    // admissions (a worker's bookkeeping) none.
+    let set = env
+        .ok("audit.list", json!({"endpoint": "power_domain.set"}))
+        .await["records"]
+        .clone();
+    assert_eq!(set.as_array().map(Vec::len), Some(1), "{set}");
+    assert_eq!(set[0]["outcome"], "ok", "{set}");
+    assert_eq!(set[0]["request"]["budget_kw"], budget, "{set}");
+    let assigned = env
+        .ok("audit.list", json!({"endpoint": "rack.power_domains"}))
+        .await["records"]
+        .clone();
+    assert_eq!(assigned.as_array().map(Vec::len), Some(RACKS), "{assigned}");
+    let admitted = env
+        .ok("audit.list", json!({"endpoint": "power.admit"}))
+        .await["records"]
+        .clone();
+    assert_eq!(admitted, json!([]), "{admitted}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
