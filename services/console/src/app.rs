@@ -123,6 +123,7 @@ pub fn router(state: AppState) -> Router {
             "/schedules/{schedule}/act",
             get(schedule_confirm).post(schedule_act),
         )
+        .route("/audit", get(audit))
         .route("/events", get(events))
         .route("/events/{id}", get(event))
         .route("/events/{id}/clear", axum::routing::post(event_clear))
@@ -351,6 +352,31 @@ async fn task(
     ))
 }
 
+async fn audit(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Query(filter): Query<pages::audit::Filter>,
+) -> PageResult {
+    let list = state
+        .client
+        .call::<endpoint::AuditList>(&flow_protocol::audit::AuditList {
+            actor: filter.actor(),
+            rack: filter.rack(),
+            endpoint: filter.endpoint(),
+            limit: Some(500),
+            ..Default::default()
+        })
+        .await?;
+    Ok(page(
+        &state,
+        user,
+        &headers,
+        (Section::Audit, "Audit", None),
+        |_| pages::audit::render(&list.records, &filter),
+    ))
+}
+
 #[derive(Debug, Deserialize)]
 struct EventsQuery {
     #[serde(default)]
@@ -426,11 +452,14 @@ async fn event_clear(
     may_act(&state, &user, &headers, &form.csrf)?;
     let record = state
         .client
-        .call::<endpoint::EventClear>(&EventClear {
-            id,
-            reason: form.reason.clone(),
-            by: user.name.clone(),
-        })
+        .call_as::<endpoint::EventClear>(
+            &actor(&user),
+            &EventClear {
+                id,
+                reason: form.reason.clone(),
+                by: user.name.clone(),
+            },
+        )
         .await?;
     tracing::info!(user = %user.name, event = %id, locks = record.locks.len(), "event cleared from the console");
     Ok(Redirect::to(&format!("/events/{id}")).into_response())

@@ -768,6 +768,19 @@ async fn a_leak_locks_the_tile_and_an_operator_clears_it_with_a_reason() {
     );
     let stored = env.ok("event.get", json!({ "id": id })).await;
     assert_eq!(stored["cleared_reason"], "tray replaced, dry", "{stored}");
+    // The Audit page: the clear, by the console's operator, with its reason.
+    tab.goto(&format!("{}/audit?endpoint=event.clear", console.url))
+        .await;
+    assert_eq!(
+        tab.eval(
+            "[...document.querySelectorAll('tr[data-endpoint]')].map(r => \
+                [r.dataset.outcome, r.querySelector('td.actor').textContent, \
+                 r.querySelector('td.reason').textContent])"
+        )
+        .await,
+        json!([["ok", "console:operator", "tray replaced, dry"]])
+    );
+    screenshot(&mut tab, "audit").await;
     assert_eq!(stored["locks"], json!([]), "{stored}");
     tab.goto(&format!("{}/", console.url)).await;
     tab.wait_for(

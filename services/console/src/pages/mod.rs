@@ -2,6 +2,7 @@
 //! page renders its `<main>` content alone as well, for the browser to
 //! swap in when the live stream says something changed.
 
+pub mod audit;
 pub mod confirm;
 pub mod events;
 pub mod runs;
@@ -44,6 +45,8 @@ pub enum Section {
     Schedules,
     /// Hardware events and locks.
     Events,
+    /// The audit log.
+    Audit,
 }
 
 /// A whole page: the header, the navigation and `main`. `live` is the
@@ -61,6 +64,7 @@ pub fn layout(
         (Section::Runs, "/runs", "Rollouts"),
         (Section::Schedules, "/schedules", "Schedules"),
         (Section::Events, "/events", "Events"),
+        (Section::Audit, "/audit", "Audit"),
     ];
     html! {
         (DOCTYPE)
