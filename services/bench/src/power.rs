@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, bail};
 use flow_protocol::api::{TaskSubmit, endpoint};
 use flow_protocol::ids::RackRef;
-use flow_protocol::power::{DomainName, PowerDomainSet, RackPowerDomains};
+use flow_protocol::power::{DomainName, PowerDomainSet, PowerModelSet, RackPowerDomains};
 use flow_rules::{ComponentType, OperationCode};
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -118,11 +118,13 @@ pub struct PowerReport {
 /// The ideal of a row powered on under a budget with `headroom_w` above
 /// its steady draw: the rule's ideal, plus for each type the rounds its
 /// components' inrush must be spread over beyond the first, each round
-/// as long as Flow counts a grant (settle + send window).
+/// as long as Flow counts a grant (the settle time at the simulator's time
+/// scale, as the run sets Flow's draw models, plus the send window).
 pub fn budget_bound(
     rule_ideal: Duration,
     per_row: &[(ComponentType, usize)],
     headroom_w: f64,
+    time_scale: f64,
 ) -> Duration {
     let mut extra = Duration::ZERO;
     for (t, n) in per_row {
@@ -137,7 +139,7 @@ pub fn budget_bound(
         #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
         let at_once = ((headroom_w / excess).floor() as usize).max(1);
         let rounds = n.div_ceil(at_once);
-        let hold = *settle + SEND_WINDOW;
+        let hold = settle.mul_f64(time_scale) + SEND_WINDOW;
         extra += hold * u32::try_from(rounds.saturating_sub(1)).unwrap_or(u32::MAX);
     }
     rule_ideal + extra
@@ -216,6 +218,19 @@ async fn measure(
             cluster.sim_admins.len()
         );
     }
+    // The simulated hardware settles at its time scale: Flow's draw models
+    // say so, or Flow would hold each inrush 20 times longer than it lasts.
+    for (component_type, inrush, steady, settle) in MODELS {
+        #[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+        let model = PowerModelSet {
+            component_type,
+            rack_model: String::new(),
+            inrush_w: inrush as u32,
+            steady_w: steady as u32,
+            settle_ms: (settle.as_secs_f64() * 1000.0 * spec.time_scale).ceil() as u32,
+        };
+        api::call::<endpoint::PowerModelSet>(&cluster.nats, &model).await?;
+    }
     let per_row = row_counts(cluster);
     let steady_w = steady_w(&per_row);
     for (i, (row, racks)) in rows.iter().enumerate() {
@@ -271,7 +286,24 @@ async fn measure(
             .filter(|r| r.submission.task_id().is_some())
             .count();
     }
-    let limit = ideal.total * 6 + Duration::from_secs(300);
+    // A tight budget spreads the inrush over many rounds: wait for its
+    // bound too.
+    let bound = match budgets {
+        Some(b) => {
+            let headroom = b
+                .iter()
+                .zip(&rows)
+                .map(|(b, (_, racks))| (b - steady_w * racks.len() as f64 / 1000.0) * 1000.0)
+                .fold(f64::MAX, f64::min);
+            let per_row_counts: Vec<(ComponentType, usize)> = per_row
+                .iter()
+                .map(|(t, n)| (*t, n * SIM_RACKS_PER_PROCESS.min(cluster.racks.len())))
+                .collect();
+            budget_bound(ideal.total, &per_row_counts, headroom, spec.time_scale)
+        }
+        None => ideal.total,
+    };
+    let limit = bound * 6 + Duration::from_secs(300);
     let statuses = wait_finished(cluster, tasks, limit).await?;
     let wall = started.elapsed();
     let listed = api::task_list(&cluster.nats).await.unwrap_or_default();
@@ -314,7 +346,12 @@ async fn measure(
             .iter()
             .map(|(t, n)| (*t, n * SIM_RACKS_PER_PROCESS.min(cluster.racks.len())))
             .collect();
-        budget_bound(ideal.total, &per_row_counts, least_headroom)
+        budget_bound(
+            ideal.total,
+            &per_row_counts,
+            least_headroom,
+            spec.time_scale,
+        )
     } else {
         ideal.total
     };
@@ -382,7 +419,7 @@ mod tests {
     fn a_budget_with_room_for_every_tray_adds_nothing() {
         let ideal = Duration::from_secs(40);
         let rows = [(ComponentType::Compute, 900)];
-        assert_eq!(budget_bound(ideal, &rows, 900.0 * 3600.0), ideal);
+        assert_eq!(budget_bound(ideal, &rows, 900.0 * 3600.0, 1.0), ideal);
     }
 
     #[test]
@@ -390,7 +427,7 @@ mod tests {
         let ideal = Duration::from_secs(40);
         let rows = [(ComponentType::Compute, 900)];
         assert_eq!(
-            budget_bound(ideal, &rows, 450.0 * 3600.0),
+            budget_bound(ideal, &rows, 450.0 * 3600.0, 1.0),
             ideal + Duration::from_secs(3)
         );
     }
@@ -404,8 +441,19 @@ mod tests {
         ];
         // 1,200 W of room: 2 switch trays (600 W each) or 6 shelves (200 W).
         assert_eq!(
-            budget_bound(ideal, &rows, 1200.0),
+            budget_bound(ideal, &rows, 1200.0, 1.0),
             ideal + Duration::from_secs(3) * 4 + Duration::from_secs(2)
+        );
+    }
+
+    #[test]
+    fn at_a_time_scale_only_the_settle_time_shrinks() {
+        let ideal = Duration::from_secs(40);
+        let rows = [(ComponentType::Compute, 900)];
+        // 2 rounds more: each 2 s × 0.05 settle + the 1 s send window.
+        assert_eq!(
+            budget_bound(ideal, &rows, 300.0 * 3600.0, 0.05),
+            ideal + Duration::from_millis(1100) * 2
         );
     }
 }
