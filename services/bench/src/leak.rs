@@ -263,6 +263,7 @@ async fn measure(cluster: &Cluster, spec: &LeakSpec) -> anyhow::Result<LeakRepor
         request.component_types = vec![ComponentType::Compute];
         request.rule_id = Some(rule);
         request.override_readiness = true;
+        request.reason = Some("bench: the long task under test, readiness not measured".into());
         let reply = api::submit(&cluster.nats, &request).await?;
         match &reply.results[0].submission {
             Submission::Created(id) => long.push(*id),
