@@ -315,7 +315,6 @@ async fn measure(
         .and_then(|(a, b)| Duration::try_from(b - a).ok())
         .unwrap_or(wall);
     let mut peaks = Vec::new();
-    let mut least_headroom = f64::MAX;
     for (i, (row, racks)) in rows.iter().enumerate() {
         let report: Value = http
             .get(format!("{}/admin/v1/power", cluster.sim_admins[i]))
@@ -329,9 +328,6 @@ async fn measure(
             .with_context(|| format!("no {row} in the simulator's report: {report}"))?;
         let steady_kw = steady_w * racks.len() as f64 / 1000.0;
         let budget_kw = budgets.and_then(|b| b.get(i).copied());
-        if let Some(b) = budget_kw {
-            least_headroom = least_headroom.min((b - steady_kw) * 1000.0);
-        }
         peaks.push(RowPeak {
             row: row.clone(),
             racks: racks.len(),
@@ -341,20 +337,8 @@ async fn measure(
             trips: d["trips"].as_array().map_or(0, Vec::len),
         });
     }
-    let ideal_total = if budgets.is_some() {
-        let per_row_counts: Vec<(ComponentType, usize)> = per_row
-            .iter()
-            .map(|(t, n)| (*t, n * SIM_RACKS_PER_PROCESS.min(cluster.racks.len())))
-            .collect();
-        budget_bound(
-            ideal.total,
-            &per_row_counts,
-            least_headroom,
-            spec.time_scale,
-        )
-    } else {
-        ideal.total
-    };
+    // Budgeted, the ideal is the budget bound the wait used.
+    let ideal_total = bound;
     let secs = makespan.as_secs_f64();
     Ok(PowerRun {
         statuses,
