@@ -1,16 +1,25 @@
-//! Power admission, decided: may one power command go now in one domain?
-//! Pure over the domain's state as the store read it under its row lock
-//! (`shared/store/src/power.rs` applies the effects of a grant).
+//! Power admission, decided: when may one power command go? Pure over
+//! the state of the command's domains as the store read it under their row
+//! locks (`shared/store/src/power.rs` records the grant it decides).
 //!
 //! What a domain counts against its budget: every component of its racks
 //! at its steady draw (whatever is on now: Flow does not know the power
 //! of what it did not switch, so it holds the worst case), plus the excess
-//! of every granted inrush (inrush − steady) until that grant expires. A
-//! power-on whose excess would pass the budget waits for the earliest
-//! expiry that makes room; with nothing in flight it can never fit and is
-//! refused. Spacing keeps `min_spacing_ms` between admitted power-ons; the
-//! shelves-off cap holds a power shelf's power-off while as many shelves as
-//! the cap are off (emergencies pass it).
+//! (inrush − steady) of every grant over the interval it holds: from its
+//! start for the settle time plus the send window.
+//!
+//! A power-on is not told "not now, ask again": it is given the earliest
+//! start at which it fits in every domain it is in — now (granted) or
+//! later (reserved: the worker sleeps until then and sends without asking
+//! again). A reservation is a grant with a future start, so later
+//! commands are scheduled around it: each command asks once, whatever the
+//! queue, and the first to ask is never overtaken by one that would push
+//! it back (a later command only fills room the earlier ones left). A
+//! command that could never fit (the budget below the steady draw plus its
+//! excess) is refused. Spacing keeps `min_spacing_ms` between any two
+//! starts in a domain. The shelves-off cap holds a power shelf's power-off
+//! while as many shelves as the cap are off (emergencies pass it); it has
+//! no expiry to schedule by, so that command asks again.
 
 use futures::future::BoxFuture;
 
@@ -64,6 +73,17 @@ pub fn gated(component_type: ComponentType, op: PowerOperation) -> bool {
     draws_inrush(op) || component_type == ComponentType::PowerShelf
 }
 
+/// A share of a domain: a granted or reserved power-on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    /// Its excess over steady draw, W.
+    pub excess_w: u64,
+    /// When it may be sent (epoch ms).
+    pub starts_ms: u64,
+    /// When its inrush is no longer counted (epoch ms).
+    pub expires_ms: u64,
+}
+
 /// One domain as it stands, read under its lock.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DomainState {
@@ -75,12 +95,11 @@ pub struct DomainState {
     pub max_shelves_off: Option<u32>,
     /// Spacing between power-ons, ms.
     pub min_spacing_ms: Option<u64>,
-    /// When the last power-on was admitted (epoch ms).
-    pub last_on_ms: Option<u64>,
     /// Every component of its racks at steady draw, W.
     pub steady_w: u64,
-    /// Live grants: (excess W, expires epoch ms).
-    pub grants: Vec<(u64, u64)>,
+    /// Its grants not yet expired, and those started within the spacing
+    /// before now.
+    pub grants: Vec<Grant>,
     /// Shelves Flow turned off, not counting the one asked about.
     pub shelves_off: u32,
 }
@@ -88,10 +107,12 @@ pub struct DomainState {
 /// The command asked about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Command {
-    /// A power-on or a reset: `excess_w` = inrush − steady.
+    /// A power-on or a reset.
     Inrush {
-        /// The excess over steady draw while it settles, W.
+        /// Its excess over steady draw while it settles, W.
         excess_w: u64,
+        /// How long a grant holds that excess: settle time + send window.
+        hold_ms: u64,
     },
     /// A power shelf's power-off.
     ShelfOff {
@@ -100,12 +121,19 @@ pub enum Command {
     },
 }
 
-/// The domain's answer.
+/// The answer over every domain of the command.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Decision {
-    /// Go.
+    /// Go now.
     Admit,
-    /// Ask again at `until_ms`.
+    /// Go at `at_ms`: the store records the grant from then.
+    Reserve {
+        /// When.
+        at_ms: u64,
+        /// Why not now, for the operator.
+        reason: String,
+    },
+    /// Ask again at `until_ms` (the shelves-off cap).
     Wait {
         /// When.
         until_ms: u64,
@@ -123,79 +151,195 @@ pub enum Decision {
 /// comes back on when another task powers it on: no expiry to wait for).
 pub const SHELVES_RETRY_MS: u64 = 1_000;
 
-/// Decides `command` in `domain` at `now_ms`.
-pub fn decide(domain: &DomainState, command: Command, now_ms: u64) -> Decision {
+/// Decides `command` over its `domains` at `now_ms`.
+pub fn decide(domains: &[DomainState], command: Command, now_ms: u64) -> Decision {
     match command {
-        Command::Inrush { excess_w } => {
-            if let Some(budget) = domain.budget_w {
-                let live: Vec<(u64, u64)> = {
-                    let mut g: Vec<_> = domain
-                        .grants
-                        .iter()
-                        .copied()
-                        .filter(|(_, expires)| *expires > now_ms)
-                        .collect();
-                    g.sort_by_key(|(_, expires)| *expires);
-                    g
-                };
-                let in_use = domain.steady_w + live.iter().map(|(w, _)| w).sum::<u64>();
-                if in_use + excess_w > budget {
-                    if domain.steady_w + excess_w > budget {
-                        return Decision::Refuse {
-                            reason: format!(
-                                "power budget of {} is {} kW, below its steady draw of {} kW plus this inrush of {} kW: raise the budget or move racks out",
-                                domain.name,
-                                kw(budget),
-                                kw(domain.steady_w),
-                                kw(excess_w)
-                            ),
-                        };
-                    }
-                    // The earliest expiry after which it fits.
-                    let mut freed_to = in_use;
-                    let mut until = now_ms;
-                    for (w, expires) in &live {
-                        freed_to -= w;
-                        until = *expires;
-                        if freed_to + excess_w <= budget {
-                            break;
-                        }
-                    }
+        Command::Inrush { excess_w, hold_ms } => inrush(domains, excess_w, hold_ms, now_ms),
+        Command::ShelfOff { emergency } => {
+            for d in domains {
+                if let Some(cap) = d.max_shelves_off
+                    && !emergency
+                    && d.shelves_off >= cap
+                {
                     return Decision::Wait {
-                        until_ms: until,
+                        until_ms: now_ms + SHELVES_RETRY_MS,
                         reason: format!(
-                            "waiting for power budget in {}: {} of {} kW",
-                            domain.name,
-                            kw(in_use),
-                            kw(budget)
-                        ),
-                    };
-                }
-            }
-            if let (Some(spacing), Some(last)) = (domain.min_spacing_ms, domain.last_on_ms) {
-                let next = last.saturating_add(spacing);
-                if now_ms < next {
-                    return Decision::Wait {
-                        until_ms: next,
-                        reason: format!(
-                            "waiting for power-on spacing in {}: {} ms between power-ons",
-                            domain.name, spacing
+                            "waiting for the shelves-off cap in {}: {} of {} power shelves off",
+                            d.name, d.shelves_off, cap
                         ),
                     };
                 }
             }
             Decision::Admit
         }
-        Command::ShelfOff { emergency } => match domain.max_shelves_off {
-            Some(cap) if !emergency && domain.shelves_off >= cap => Decision::Wait {
-                until_ms: now_ms + SHELVES_RETRY_MS,
+    }
+}
+
+fn inrush(domains: &[DomainState], excess_w: u64, hold_ms: u64, now_ms: u64) -> Decision {
+    for d in domains {
+        if let Some(budget) = d.budget_w
+            && d.steady_w + excess_w > budget
+        {
+            return Decision::Refuse {
                 reason: format!(
-                    "waiting for the shelves-off cap in {}: {} of {} power shelves off",
-                    domain.name, domain.shelves_off, cap
+                    "power budget of {} is {} kW, below its steady draw of {} kW plus this inrush of {} kW: raise the budget or move racks out",
+                    d.name,
+                    kw(budget),
+                    kw(d.steady_w),
+                    kw(excess_w)
                 ),
-            },
-            _ => Decision::Admit,
-        },
+            };
+        }
+    }
+    let plans: Vec<DomainPlan<'_>> = domains.iter().map(DomainPlan::new).collect();
+    // Each domain's room is a union of intervals: move to the latest of
+    // the domains' earliest fits until all agree (each step moves later,
+    // over a finite set of candidate times).
+    let mut at = now_ms;
+    loop {
+        let next = plans
+            .iter()
+            .map(|p| p.earliest(at, excess_w, hold_ms))
+            .max()
+            .unwrap_or(at);
+        if next == at {
+            break;
+        }
+        at = next;
+    }
+    if at == now_ms {
+        return Decision::Admit;
+    }
+    let reason = plans
+        .iter()
+        .find_map(|p| p.why_not(now_ms, excess_w, hold_ms))
+        .unwrap_or_else(|| "waiting for power admission".to_owned());
+    Decision::Reserve { at_ms: at, reason }
+}
+
+/// One domain's grants, arranged to answer "does it fit at t?" quickly.
+struct DomainPlan<'a> {
+    domain: &'a DomainState,
+    /// Where the counted excess changes, ascending, and the excess from
+    /// each such time to the next.
+    times: Vec<u64>,
+    loads: Vec<u64>,
+    /// Every grant's start, ascending.
+    starts: Vec<u64>,
+}
+
+impl<'a> DomainPlan<'a> {
+    fn new(domain: &'a DomainState) -> Self {
+        let valid = domain.grants.iter().filter(|g| g.expires_ms > g.starts_ms);
+        let mut events: Vec<(u64, i128)> = valid
+            .clone()
+            .flat_map(|g| {
+                [
+                    (g.starts_ms, i128::from(g.excess_w)),
+                    (g.expires_ms, -i128::from(g.excess_w)),
+                ]
+            })
+            .collect();
+        events.sort_unstable();
+        let mut times = Vec::new();
+        let mut loads = Vec::new();
+        let mut load: i128 = 0;
+        for (t, delta) in events {
+            load += delta;
+            let now = u64::try_from(load.max(0)).unwrap_or(u64::MAX);
+            if times.last() == Some(&t) {
+                if let Some(l) = loads.last_mut() {
+                    *l = now;
+                }
+            } else {
+                times.push(t);
+                loads.push(now);
+            }
+        }
+        let mut starts: Vec<u64> = valid.map(|g| g.starts_ms).collect();
+        starts.sort_unstable();
+        DomainPlan {
+            domain,
+            times,
+            loads,
+            starts,
+        }
+    }
+
+    /// The largest excess counted at any instant of `[from, to)`.
+    fn peak(&self, from: u64, to: u64) -> u64 {
+        let i = self.times.partition_point(|&t| t <= from);
+        let mut peak = if i == 0 { 0 } else { self.loads[i - 1] };
+        for (t, load) in self.times[i..].iter().zip(&self.loads[i..]) {
+            if *t >= to {
+                break;
+            }
+            peak = peak.max(*load);
+        }
+        peak
+    }
+
+    fn fits_budget(&self, at: u64, excess_w: u64, hold_ms: u64) -> bool {
+        self.domain.budget_w.is_none_or(|budget| {
+            self.domain.steady_w + self.peak(at, at.saturating_add(hold_ms)) + excess_w <= budget
+        })
+    }
+
+    fn fits_spacing(&self, at: u64) -> bool {
+        self.domain.min_spacing_ms.is_none_or(|spacing| {
+            let i = self
+                .starts
+                .partition_point(|&s| s.saturating_add(spacing) <= at);
+            self.starts
+                .get(i)
+                .is_none_or(|&s| s >= at.saturating_add(spacing))
+        })
+    }
+
+    /// The earliest time at or after `from` this command fits here.
+    fn earliest(&self, from: u64, excess_w: u64, hold_ms: u64) -> u64 {
+        if self.domain.budget_w.is_none() && self.domain.min_spacing_ms.is_none() {
+            return from;
+        }
+        let spacing = self.domain.min_spacing_ms.unwrap_or(0);
+        // Room opens when a grant expires or a start's spacing passes.
+        let mut candidates: Vec<u64> = std::iter::once(from)
+            .chain(self.times.iter().copied())
+            .chain(self.starts.iter().map(|s| s.saturating_add(spacing)))
+            .filter(|&t| t >= from)
+            .collect();
+        candidates.sort_unstable();
+        candidates.dedup();
+        candidates
+            .into_iter()
+            .find(|&t| self.fits_spacing(t) && self.fits_budget(t, excess_w, hold_ms))
+            // After every grant and spacing: a command that passed the
+            // refusal check always fits there.
+            .unwrap_or(from)
+    }
+
+    /// Why the command does not fit here now, if it does not.
+    fn why_not(&self, now_ms: u64, excess_w: u64, hold_ms: u64) -> Option<String> {
+        let d = self.domain;
+        if let Some(budget) = d.budget_w
+            && !self.fits_budget(now_ms, excess_w, hold_ms)
+        {
+            let in_use = d.steady_w + self.peak(now_ms, now_ms + 1);
+            return Some(format!(
+                "waiting for power budget in {}: {} of {} kW",
+                d.name,
+                kw(in_use),
+                kw(budget)
+            ));
+        }
+        if !self.fits_spacing(now_ms) {
+            return Some(format!(
+                "waiting for power-on spacing in {}: {} ms between power-ons",
+                d.name,
+                d.min_spacing_ms.unwrap_or(0)
+            ));
+        }
+        None
     }
 }
 
@@ -222,37 +366,53 @@ pub fn kw(watts: u64) -> String {
 mod tests {
     use super::*;
 
+    const HOLD: u64 = 3_000;
+
     fn domain() -> DomainState {
         DomainState {
             name: "row=B".into(),
             budget_w: Some(1_200_000),
             max_shelves_off: Some(2),
             min_spacing_ms: None,
-            last_on_ms: None,
             steady_w: 1_100_000,
             grants: vec![],
             shelves_off: 0,
         }
     }
 
-    #[test]
-    fn a_fitting_inrush_is_admitted() {
-        let d = domain();
-        assert_eq!(
-            decide(&d, Command::Inrush { excess_w: 100_000 }, 0),
-            Decision::Admit
-        );
+    fn on(excess_w: u64) -> Command {
+        Command::Inrush {
+            excess_w,
+            hold_ms: HOLD,
+        }
+    }
+
+    fn grant(excess_w: u64, starts_ms: u64, expires_ms: u64) -> Grant {
+        Grant {
+            excess_w,
+            starts_ms,
+            expires_ms,
+        }
     }
 
     #[test]
-    fn an_inrush_over_budget_waits_for_the_expiry_that_makes_room() {
+    fn a_fitting_inrush_is_admitted() {
+        assert_eq!(decide(&[domain()], on(100_000), 0), Decision::Admit);
+    }
+
+    #[test]
+    fn an_inrush_over_budget_is_reserved_from_the_expiry_that_makes_room() {
         let mut d = domain();
-        d.grants = vec![(40_000, 500), (40_000, 300), (40_000, 50)];
-        // 50 expired at 100: in use 1,100 + 80 = 1,180 kW.
-        match decide(&d, Command::Inrush { excess_w: 60_000 }, 100) {
-            Decision::Wait { until_ms, reason } => {
+        d.grants = vec![
+            grant(40_000, 0, 500),
+            grant(40_000, 0, 300),
+            grant(40_000, 0, 50),
+        ];
+        // The one expiring at 50 is gone at 100: in use 1,100 + 80 = 1,180 kW.
+        match decide(&[d], on(60_000), 100) {
+            Decision::Reserve { at_ms, reason } => {
                 // Freeing the grant expiring at 300 leaves 1,140 + 60 = 1,200.
-                assert_eq!(until_ms, 300);
+                assert_eq!(at_ms, 300);
                 assert_eq!(
                     reason,
                     "waiting for power budget in row=B: 1,180 of 1,200 kW"
@@ -263,9 +423,71 @@ mod tests {
     }
 
     #[test]
+    fn a_reservation_counts_so_the_next_command_goes_after_it() {
+        let mut d = domain();
+        // 60 kW of room: one 50 kW inrush runs now, one is reserved next.
+        d.budget_w = Some(1_160_000);
+        d.grants = vec![grant(50_000, 0, HOLD), grant(50_000, HOLD, 2 * HOLD)];
+        // Another 50 kW fits neither now nor beside the reservation.
+        assert_eq!(
+            decide(std::slice::from_ref(&d), on(50_000), 100),
+            Decision::Reserve {
+                at_ms: 2 * HOLD,
+                reason: "waiting for power budget in row=B: 1,150 of 1,160 kW".into()
+            }
+        );
+        // A small one fits beside both.
+        assert_eq!(decide(&[d], on(10_000), 100), Decision::Admit);
+    }
+
+    #[test]
+    fn a_queue_of_commands_asking_once_each_never_passes_the_budget() {
+        // 40 trays of 3.6 kW asking at once into 10 kW of room: each gets
+        // its own start, two at a time, none sharing an instant with a
+        // third.
+        let mut d = domain();
+        d.budget_w = Some(d.steady_w + 10_000);
+        let mut starts = Vec::new();
+        for _ in 0..40 {
+            let at_ms = match decide(std::slice::from_ref(&d), on(3_600), 0) {
+                Decision::Admit => 0,
+                Decision::Reserve { at_ms, .. } => at_ms,
+                other => panic!("{other:?}"),
+            };
+            d.grants.push(grant(3_600, at_ms, at_ms + HOLD));
+            starts.push(at_ms);
+        }
+        for t in starts.iter().copied() {
+            let load: u64 = d
+                .grants
+                .iter()
+                .filter(|g| g.starts_ms <= t && t < g.expires_ms)
+                .map(|g| g.excess_w)
+                .sum();
+            assert!(load <= 10_000, "{load} W at {t}");
+        }
+        assert_eq!(starts.iter().filter(|&&t| t == 0).count(), 2);
+        assert_eq!(*starts.iter().max().unwrap(), 19 * HOLD);
+    }
+
+    #[test]
+    fn a_command_fits_every_domain_it_is_in() {
+        let mut row = domain();
+        row.grants = vec![grant(100_000, 0, 1_000)];
+        let mut site = domain();
+        site.name = "site".into();
+        site.grants = vec![grant(100_000, 1_000, 4_000)];
+        // The row has room at 1,000 (site does not); site at 4,000 (and
+        // the row does too).
+        assert!(matches!(
+            decide(&[row, site], on(100_000), 0),
+            Decision::Reserve { at_ms: 4_000, .. }
+        ));
+    }
+
+    #[test]
     fn an_inrush_that_can_never_fit_is_refused_naming_the_domain() {
-        let d = domain();
-        match decide(&d, Command::Inrush { excess_w: 150_000 }, 0) {
+        match decide(&[domain()], on(150_000), 0) {
             Decision::Refuse { reason } => {
                 assert!(reason.contains("row=B"), "{reason}");
                 assert!(reason.contains("1,100 kW"), "{reason}");
@@ -275,22 +497,28 @@ mod tests {
     }
 
     #[test]
-    fn spacing_holds_a_power_on_until_the_gap_passed() {
+    fn spacing_keeps_every_two_starts_apart() {
         let mut d = domain();
         d.budget_w = None;
         d.min_spacing_ms = Some(2_000);
-        d.last_on_ms = Some(1_000);
-        assert!(matches!(
-            decide(&d, Command::Inrush { excess_w: 1 }, 2_500),
-            Decision::Wait {
-                until_ms: 3_000,
-                ..
-            }
-        ));
+        d.grants = vec![grant(1, 1_000, 1_001)];
         assert_eq!(
-            decide(&d, Command::Inrush { excess_w: 1 }, 3_000),
+            decide(std::slice::from_ref(&d), on(1), 2_500),
+            Decision::Reserve {
+                at_ms: 3_000,
+                reason: "waiting for power-on spacing in row=B: 2000 ms between power-ons".into()
+            }
+        );
+        assert_eq!(
+            decide(std::slice::from_ref(&d), on(1), 3_000),
             Decision::Admit
         );
+        // A reservation at 5,000 leaves no 2 s gap at 3,500: after it.
+        d.grants.push(grant(1, 5_000, 5_001));
+        assert!(matches!(
+            decide(&[d], on(1), 3_500),
+            Decision::Reserve { at_ms: 7_000, .. }
+        ));
     }
 
     #[test]
@@ -298,19 +526,27 @@ mod tests {
         let mut d = domain();
         d.shelves_off = 2;
         assert!(matches!(
-            decide(&d, Command::ShelfOff { emergency: false }, 0),
+            decide(
+                std::slice::from_ref(&d),
+                Command::ShelfOff { emergency: false },
+                0
+            ),
             Decision::Wait {
                 until_ms: SHELVES_RETRY_MS,
                 ..
             }
         ));
         assert_eq!(
-            decide(&d, Command::ShelfOff { emergency: true }, 0),
+            decide(
+                std::slice::from_ref(&d),
+                Command::ShelfOff { emergency: true },
+                0
+            ),
             Decision::Admit
         );
         d.shelves_off = 1;
         assert_eq!(
-            decide(&d, Command::ShelfOff { emergency: false }, 0),
+            decide(&[d], Command::ShelfOff { emergency: false }, 0),
             Decision::Admit
         );
     }

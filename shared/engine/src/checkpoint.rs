@@ -51,6 +51,10 @@ pub struct ComponentState {
     /// in row=B: 1,180 of 1,200 kW`); cleared when the command goes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<String>,
+    /// A power reservation's last moment (epoch ms): when the component's
+    /// time comes before it, its command goes without asking again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_by_ms: Option<u64>,
 }
 
 impl Checkpoint {
@@ -80,6 +84,7 @@ impl ComponentState {
             failing_since_ms: None,
             installed_version: None,
             held: None,
+            send_by_ms: None,
         }
     }
 }

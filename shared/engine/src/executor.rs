@@ -187,6 +187,9 @@ enum Call {
 enum Held {
     /// Ask again at this time; the reason is shown to operators.
     Until(u64, String),
+    /// Reserved from the first time until the second: go then without
+    /// asking again.
+    Reserved(u64, u64, String),
     /// It never can, as its domain stands.
     Refused(String),
 }
@@ -194,7 +197,7 @@ enum Held {
 impl Held {
     fn reason(&self) -> Option<String> {
         match self {
-            Held::Until(_, reason) => Some(reason.clone()),
+            Held::Until(_, reason) | Held::Reserved(_, _, reason) => Some(reason.clone()),
             Held::Refused(_) => None,
         }
     }
@@ -225,9 +228,16 @@ async fn admit(
     };
     match tokio::time::timeout(limit, gate.admit(job, request)).await {
         Ok(Ok(Admission::Granted)) => None,
-        Ok(Ok(Admission::Wait { until_ms, reason })) => {
-            Some(Held::Until(until_ms.max(now), reason))
-        }
+        Ok(Ok(Admission::Reserved {
+            at_ms,
+            send_by_ms,
+            reason,
+        })) if send_by_ms >= at_ms => Some(Held::Reserved(at_ms.max(now), send_by_ms, reason)),
+        Ok(Ok(Admission::Reserved { at_ms, reason, .. }))
+        | Ok(Ok(Admission::Wait {
+            until_ms: at_ms,
+            reason,
+        })) => Some(Held::Until(at_ms.max(now), reason)),
         Ok(Ok(Admission::Refused { reason })) => {
             Some(Held::Refused(format!("power admission refused: {reason}")))
         }
@@ -701,10 +711,17 @@ async fn one_call(
                 Ok(op) => op,
                 Err(e) => return Call::Fail(e.record()),
             };
-            if let Some(held) = admit(job, gate, target, op, limit, now).await {
+            // A reservation whose time came goes without asking again; one
+            // missed (the worker came late) asks anew.
+            let reserved = state.send_by_ms.take().is_some_and(|by| now <= by);
+            if !reserved && let Some(held) = admit(job, gate, target, op, limit, now).await {
                 state.held = held.reason();
                 match held {
                     Held::Until(at, _) => return Call::Held(at),
+                    Held::Reserved(at, by, _) => {
+                        state.send_by_ms = Some(by);
+                        return Call::Held(at);
+                    }
                     Held::Refused(reason) => return Call::Fail(reason),
                 }
             }

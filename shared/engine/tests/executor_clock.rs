@@ -459,6 +459,9 @@ async fn a_component_that_waited_for_a_max_parallel_slot_gets_the_whole_verifica
 struct Gate {
     open_ms: u64,
     refuse: bool,
+    /// Answer a reservation at `open_ms` (sendable for 1 s) instead of
+    /// "ask again".
+    reserve: bool,
     asked: AtomicUsize,
     clock: Arc<TokioClock>,
 }
@@ -474,6 +477,12 @@ impl flow_engine::admission::PowerGate for Gate {
         let answer = if self.refuse {
             Admission::Refused {
                 reason: "power budget of row=B is 10 kW, below its steady draw".into(),
+            }
+        } else if self.reserve && self.clock.now_ms() < self.open_ms {
+            Admission::Reserved {
+                at_ms: self.open_ms,
+                send_by_ms: self.open_ms + 1_000,
+                reason: "waiting for power budget in row=B: 1,180 of 1,200 kW".into(),
             }
         } else if self.clock.now_ms() < self.open_ms {
             Admission::Wait {
@@ -504,6 +513,7 @@ async fn a_held_command_waits_in_the_checkpoint_with_its_reason_and_is_sent_when
     let gate = Gate {
         open_ms: clock.now_ms() + 2_000,
         refuse: false,
+        reserve: false,
         asked: AtomicUsize::new(0),
         clock: Arc::clone(&clock),
     };
@@ -537,6 +547,53 @@ async fn a_held_command_waits_in_the_checkpoint_with_its_reason_and_is_sent_when
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_reserved_command_goes_at_its_time_without_asking_again_and_asks_anew_when_late() {
+    for late in [false, true] {
+        let manager = Arc::new(Scripted::new(Duration::from_millis(10)));
+        let registry = registry(Arc::clone(&manager));
+        let clock = Arc::new(TokioClock::new());
+        let start = clock.now_ms();
+        let gate = Gate {
+            open_ms: start + 2_000,
+            refuse: false,
+            reserve: true,
+            asked: AtomicUsize::new(0),
+            clock: Arc::clone(&clock),
+        };
+        let job = gated_job(2);
+        let mut cp = Checkpoint::default();
+        let Progress::WaitUntil(at) =
+            advance(&job, &mut cp, &registry, &*clock, &gate, &|| false).await
+        else {
+            panic!("not held")
+        };
+        assert_eq!(at, gate.open_ms);
+        assert_eq!(gate.asked.load(Ordering::SeqCst), 2);
+        assert_eq!(cp.calls, 0, "nothing was sent before the reservation");
+        // Resumed from JSON, as another worker would: the reservation
+        // travels in the checkpoint.
+        let mut cp: Checkpoint = serde_json::from_slice(&serde_json::to_vec(&cp).unwrap()).unwrap();
+        // Late: past the reservation's last moment (1 s after its start).
+        let resume = if late { at + 1_500 } else { at };
+        tokio::time::sleep_until(clock.instant(resume)).await;
+        let progress = advance(&job, &mut cp, &registry, &*clock, &gate, &|| false).await;
+        assert_eq!(progress, Progress::Done);
+        let sent = resume - start;
+        assert_eq!(manager.times("compute-01", "control"), [sent]);
+        assert_eq!(manager.times("compute-02", "control"), [sent]);
+        assert!(
+            cp.components
+                .values()
+                .all(|c| c.held.is_none() && c.send_by_ms.is_none())
+        );
+        // On time: asked once each. Late: the lapsed reservation covered
+        // nothing, so each asked again (and was granted: the gate opened).
+        let asked = if late { 4 } else { 2 };
+        assert_eq!(gate.asked.load(Ordering::SeqCst), asked, "late: {late}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_refused_command_fails_its_component_naming_the_reason_and_racks_in_no_domain_never_ask()
 {
     let manager = Arc::new(Scripted::new(Duration::from_millis(10)));
@@ -545,6 +602,7 @@ async fn a_refused_command_fails_its_component_naming_the_reason_and_racks_in_no
     let gate = Gate {
         open_ms: 0,
         refuse: true,
+        reserve: false,
         asked: AtomicUsize::new(0),
         clock: Arc::clone(&clock),
     };

@@ -217,7 +217,19 @@ pub struct PowerAdmit {
 pub enum Admission {
     /// Send it now.
     Granted,
-    /// Ask again at `until_ms` (epoch ms).
+    /// Reserved: send it at `at_ms` (epoch ms) without asking again, and
+    /// no later than `send_by_ms` — a command later than that asks anew
+    /// (its reservation no longer covers its inrush).
+    Reserved {
+        /// When it may be sent.
+        at_ms: u64,
+        /// The last moment its reservation covers a send.
+        send_by_ms: u64,
+        /// Why not now, for the operator: `waiting for power budget in row=B: 1,180 of 1,200 kW`.
+        reason: String,
+    },
+    /// Ask again at `until_ms` (epoch ms): the shelves-off cap, which has
+    /// no expiry to reserve by.
     Wait {
         /// When to ask again.
         until_ms: u64,

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use flow_engine::admission::{self, Command, Decision, DomainState};
+use flow_engine::admission::{self, Command, Decision, DomainState, Grant};
 use flow_protocol::TaskId;
 use flow_protocol::api::RackRecord;
 use flow_protocol::power::{
@@ -30,9 +30,18 @@ use crate::{Store, StoreError};
 /// counted for its settle time plus this.
 pub const SEND_WINDOW: Duration = Duration::from_secs(1);
 
-/// A wait not asked about again for this long is no longer counted as
-/// waiting (its task ended or moved on).
-const WAIT_FRESH_S: i64 = 30;
+/// The SQL condition: whether a `power_waits` row is a wait now: until its
+/// reserved time, or a little past the next ask of a capped shelf; a row
+/// from before reservations, while asked about within 30 s.
+macro_rules! wait_current {
+    () => {
+        "COALESCE(until_at, seen_at + interval '30 seconds') > now()"
+    };
+}
+
+/// How long after its next ask a command held by the shelves-off cap still
+/// counts as waiting (it asks again every `SHELVES_RETRY_MS`).
+const ASK_GRACE_MS: u64 = 2_000;
 
 /// The largest budget accepted, kW (a gigawatt).
 const MAX_BUDGET_KW: f64 = 1_000_000.0;
@@ -61,14 +70,8 @@ fn unsigned(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
-type DomainRow = (
-    String,
-    Option<i64>,
-    Option<i32>,
-    Option<i64>,
-    Option<i64>,
-    OffsetDateTime,
-);
+/// A domain's limits: name, budget W, shelves-off cap, spacing ms.
+type DomainRow = (String, Option<i64>, Option<i32>, Option<i64>);
 
 impl Store {
     /// Creates a domain or replaces its limits.
@@ -247,12 +250,12 @@ impl Store {
 
     /// The commands of a task waiting for a power domain now.
     pub async fn power_waits(&self, task: TaskId) -> Result<Vec<PowerWait>, StoreError> {
-        let rows: Vec<(String, String, OffsetDateTime)> = sqlx::query_as(
-            "SELECT component, reason, since FROM power_waits WHERE task_id = $1 \
-             AND seen_at > now() - make_interval(secs => $2) ORDER BY component",
-        )
+        let rows: Vec<(String, String, OffsetDateTime)> = sqlx::query_as(concat!(
+            "SELECT component, reason, since FROM power_waits WHERE task_id = $1 AND ",
+            wait_current!(),
+            " ORDER BY component"
+        ))
         .bind(task.as_uuid())
-        .bind(WAIT_FRESH_S as f64)
         .fetch_all(self.pool())
         .await?;
         Ok(rows
@@ -265,8 +268,9 @@ impl Store {
             .collect())
     }
 
-    /// Decides whether a power command may go now, and records a grant's
-    /// share or a wait's reason (`shared/engine/src/admission.rs`).
+    /// Decides when a power command may go — now, at a reserved time, or
+    /// never — and records the grant (its share from its start) or the
+    /// wait's reason (`shared/engine/src/admission.rs`).
     #[tracing::instrument(skip_all, fields(task_id = %request.task, rack = %request.rack, component = %request.component))]
     pub async fn admit_power(&self, request: &PowerAdmit) -> Result<Admission, StoreError> {
         let mut names: Vec<&str> = request.domains.iter().map(DomainName::as_str).collect();
@@ -277,14 +281,16 @@ impl Store {
         if names.is_empty() || !(inrush || shelf) {
             return Ok(Admission::Granted);
         }
+        // The draw model does not change under the domains' locks.
+        let (inrush_w, steady_w, settle_ms) = {
+            let mut conn = self.pool().acquire().await?;
+            model(&mut conn, request.component_type, &request.rack).await?
+        };
+        let window_ms = u64::try_from(SEND_WINDOW.as_millis()).unwrap_or(u64::MAX);
+        let hold_ms = unsigned(settle_ms) + window_ms;
         let mut tx = self.pool().begin().await?;
-        let now_ms: i64 =
-            sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint")
-                .fetch_one(&mut *tx)
-                .await?;
         let rows: Vec<DomainRow> = sqlx::query_as(
-            "SELECT name, budget_w, max_shelves_off, min_spacing_ms, \
-             (extract(epoch FROM last_on_at) * 1000)::bigint, updated_at FROM power_domains \
+            "SELECT name, budget_w, max_shelves_off, min_spacing_ms FROM power_domains \
              WHERE name = ANY($1) ORDER BY name FOR UPDATE",
         )
         .bind(&names)
@@ -294,44 +300,37 @@ impl Store {
             tx.commit().await?;
             return Ok(Admission::Granted);
         }
-        let (inrush_w, steady_w, settle_ms) =
-            model(&mut tx, request.component_type, &request.rack).await?;
+        // Read after the locks: the time every grant is judged against.
+        let now_ms: i64 =
+            sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+                .fetch_one(&mut *tx)
+                .await?;
         let command = if inrush {
             Command::Inrush {
                 excess_w: unsigned(inrush_w - steady_w),
+                hold_ms,
             }
         } else {
             Command::ShelfOff {
                 emergency: request.emergency,
             }
         };
-        let now = unsigned(now_ms);
-        let mut refused = None;
-        let mut wait: Option<(u64, String, String)> = None;
-        for (name, budget_w, max_off, spacing, last_on, _) in &rows {
+        let mut states = Vec::with_capacity(rows.len());
+        for (name, budget_w, max_off, spacing) in &rows {
             let mut state = DomainState {
                 name: name.clone(),
                 budget_w: budget_w.map(unsigned),
                 max_shelves_off: max_off.and_then(|n| u32::try_from(n).ok()),
                 min_spacing_ms: spacing.map(unsigned),
-                last_on_ms: last_on.map(unsigned),
                 steady_w: 0,
                 grants: Vec::new(),
                 shelves_off: 0,
             };
-            if inrush && budget_w.is_some() {
-                state.steady_w = unsigned(domain_steady_w(&mut tx, name).await?);
-                let grants: Vec<(i64, i64)> = sqlx::query_as(
-                    "SELECT excess_w, (extract(epoch FROM expires_at) * 1000)::bigint \
-                     FROM power_grants WHERE domain = $1 AND expires_at > clock_timestamp()",
-                )
-                .bind(name)
-                .fetch_all(&mut *tx)
-                .await?;
-                state.grants = grants
-                    .into_iter()
-                    .map(|(w, at)| (unsigned(w), unsigned(at)))
-                    .collect();
+            if inrush && (budget_w.is_some() || spacing.is_some()) {
+                if budget_w.is_some() {
+                    state.steady_w = unsigned(domain_steady_w(&mut tx, name).await?);
+                }
+                state.grants = live_grants(&mut tx, name, spacing.unwrap_or(0)).await?;
             }
             if !inrush && max_off.is_some() {
                 let off: i64 = sqlx::query_scalar(
@@ -345,47 +344,48 @@ impl Store {
                 .await?;
                 state.shelves_off = u32::try_from(off).unwrap_or(u32::MAX);
             }
-            match admission::decide(&state, command, now) {
-                Decision::Admit => {}
-                Decision::Refuse { reason } => {
-                    refused.get_or_insert(reason);
-                }
-                Decision::Wait { until_ms, reason } => {
-                    if wait.as_ref().is_none_or(|(at, _, _)| until_ms > *at) {
-                        wait = Some((until_ms, reason, name.clone()));
-                    }
+            states.push(state);
+        }
+        let now = unsigned(now_ms);
+        let decision = match admission::decide(&states, command, now) {
+            Decision::Refuse { reason } => Admission::Refused { reason },
+            Decision::Wait { until_ms, reason } => {
+                record_wait(&mut tx, request, &states, until_ms + ASK_GRACE_MS, &reason).await?;
+                Admission::Wait { until_ms, reason }
+            }
+            Decision::Admit => {
+                grant(
+                    &mut tx,
+                    request,
+                    &rows,
+                    inrush,
+                    inrush_w - steady_w,
+                    now,
+                    hold_ms,
+                )
+                .await?;
+                Admission::Granted
+            }
+            Decision::Reserve { at_ms, reason } => {
+                grant(
+                    &mut tx,
+                    request,
+                    &rows,
+                    inrush,
+                    inrush_w - steady_w,
+                    at_ms,
+                    hold_ms,
+                )
+                .await?;
+                record_wait(&mut tx, request, &states, at_ms, &reason).await?;
+                Admission::Reserved {
+                    at_ms,
+                    send_by_ms: at_ms + window_ms,
+                    reason,
                 }
             }
-        }
-        let decision = if let Some(reason) = refused {
-            Admission::Refused { reason }
-        } else if let Some((until_ms, reason, domain)) = wait {
-            sqlx::query(
-                "INSERT INTO power_waits (task_id, rack, component, domain, reason) \
-                 VALUES ($1, $2, $3, $4, $5) ON CONFLICT (task_id, rack, component) \
-                 DO UPDATE SET domain = $4, reason = $5, seen_at = now()",
-            )
-            .bind(request.task.as_uuid())
-            .bind(&request.rack)
-            .bind(&request.component)
-            .bind(&domain)
-            .bind(&reason)
-            .execute(&mut *tx)
-            .await?;
-            Admission::Wait { until_ms, reason }
-        } else {
-            grant(
-                &mut tx,
-                request,
-                &rows,
-                inrush,
-                inrush_w - steady_w,
-                settle_ms,
-            )
-            .await?;
-            Admission::Granted
         };
-        if !matches!(decision, Admission::Wait { .. }) {
+        if matches!(decision, Admission::Granted | Admission::Refused { .. }) {
             sqlx::query(
                 "DELETE FROM power_waits WHERE task_id = $1 AND rack = $2 AND component = $3",
             )
@@ -398,6 +398,9 @@ impl Store {
         tx.commit().await?;
         match &decision {
             Admission::Granted => tracing::debug!("power command admitted"),
+            Admission::Reserved { at_ms, reason, .. } => {
+                tracing::debug!(%reason, wait_ms = at_ms.saturating_sub(now), "power command reserved");
+            }
             Admission::Wait { reason, .. } => tracing::debug!(%reason, "power command waits"),
             Admission::Refused { reason } => tracing::warn!(%reason, "power command refused"),
         }
@@ -405,43 +408,99 @@ impl Store {
     }
 }
 
-/// Records a grant: the inrush share in every budgeted domain until it
-/// settles, the domains' last power-on, and the shelf's count.
+/// A domain's grants that count for a command asked now: those not yet
+/// expired, and those started within the domain's spacing.
+async fn live_grants(
+    conn: &mut PgConnection,
+    domain: &str,
+    spacing_ms: i64,
+) -> Result<Vec<Grant>, StoreError> {
+    let rows: Vec<(i64, i64, i64)> = sqlx::query_as(
+        "SELECT excess_w, (extract(epoch FROM starts_at) * 1000)::bigint, \
+         (extract(epoch FROM expires_at) * 1000)::bigint FROM power_grants \
+         WHERE domain = $1 AND (expires_at > clock_timestamp() \
+           OR starts_at > clock_timestamp() - make_interval(secs => $2))",
+    )
+    .bind(domain)
+    .bind(spacing_ms as f64 / 1000.0)
+    .fetch_all(&mut *conn)
+    .await?;
+    Ok(rows
+        .into_iter()
+        .map(|(w, starts, expires)| Grant {
+            excess_w: unsigned(w),
+            starts_ms: unsigned(starts),
+            expires_ms: unsigned(expires),
+        })
+        .collect())
+}
+
+/// Records why a command waits, and until when, for `task show`: the
+/// domain named is the first the reason names.
+async fn record_wait(
+    conn: &mut PgConnection,
+    request: &PowerAdmit,
+    states: &[DomainState],
+    until_ms: u64,
+    reason: &str,
+) -> Result<(), StoreError> {
+    let domain = states
+        .iter()
+        .find(|d| reason.contains(&format!(" in {}:", d.name)))
+        .or(states.first())
+        .map_or("", |d| d.name.as_str());
+    sqlx::query(
+        "INSERT INTO power_waits (task_id, rack, component, domain, reason, until_at) \
+         VALUES ($1, $2, $3, $4, $5, to_timestamp($6::float8 / 1000)) \
+         ON CONFLICT (task_id, rack, component) \
+         DO UPDATE SET domain = $4, reason = $5, seen_at = now(), until_at = to_timestamp($6::float8 / 1000)",
+    )
+    .bind(request.task.as_uuid())
+    .bind(&request.rack)
+    .bind(&request.component)
+    .bind(domain)
+    .bind(reason)
+    .bind(until_ms as f64)
+    .execute(&mut *conn)
+    .await?;
+    Ok(())
+}
+
+/// Records a grant starting at `starts_ms`: the inrush share in every
+/// budgeted or spaced domain for `hold_ms`, and the shelf's count.
 async fn grant(
     conn: &mut PgConnection,
     request: &PowerAdmit,
     rows: &[DomainRow],
     inrush: bool,
     excess_w: i64,
-    settle_ms: i64,
+    starts_ms: u64,
+    hold_ms: u64,
 ) -> Result<(), StoreError> {
-    let window_ms = i64::try_from(SEND_WINDOW.as_millis()).unwrap_or(i64::MAX);
     let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
     if inrush {
-        let budgeted: Vec<&str> = rows
+        let counted: Vec<&str> = rows
             .iter()
-            .filter(|r| r.1.is_some())
+            .filter(|r| r.1.is_some() || r.3.is_some())
             .map(|r| r.0.as_str())
             .collect();
-        if excess_w > 0 && !budgeted.is_empty() {
+        if !counted.is_empty() {
             sqlx::query(
-                "INSERT INTO power_grants (domain, rack, component, task_id, excess_w, expires_at) \
-                 SELECT d, $2, $3, $4, $5, clock_timestamp() + make_interval(secs => $6) \
+                "INSERT INTO power_grants (domain, rack, component, task_id, excess_w, starts_at, expires_at) \
+                 SELECT d, $2, $3, $4, $5, to_timestamp($6::float8 / 1000), \
+                        to_timestamp(($6::float8 + $7::float8) / 1000) \
                  FROM unnest($1::text[]) AS d",
             )
-            .bind(&budgeted)
+            .bind(&counted)
             .bind(&request.rack)
             .bind(&request.component)
             .bind(request.task.as_uuid())
-            .bind(excess_w)
-            .bind((settle_ms + window_ms) as f64 / 1000.0)
+            .bind(excess_w.max(0))
+            .bind(starts_ms as f64)
+            .bind(hold_ms as f64)
             .execute(&mut *conn)
             .await?;
         }
-        sqlx::query("UPDATE power_domains SET last_on_at = clock_timestamp() WHERE name = ANY($1)")
-            .bind(&names)
-            .execute(&mut *conn)
-            .await?;
         if request.component_type == ComponentType::PowerShelf {
             sqlx::query("DELETE FROM power_shelves_off WHERE rack = $1 AND component = $2")
                 .bind(&request.rack)
@@ -449,10 +508,14 @@ async fn grant(
                 .execute(&mut *conn)
                 .await?;
         }
-        // Settled grants are history: keep the table small.
+        // Grants past their expiry and their domain's spacing are history:
+        // keep the table small.
         sqlx::query(
-            "DELETE FROM power_grants WHERE domain = ANY($1) \
-             AND expires_at < clock_timestamp() - interval '1 minute'",
+            "DELETE FROM power_grants g USING power_domains d \
+             WHERE g.domain = d.name AND d.name = ANY($1) \
+               AND g.expires_at < clock_timestamp() - interval '1 minute' \
+               AND g.starts_at < clock_timestamp() \
+                   - make_interval(secs => COALESCE(d.min_spacing_ms, 0) / 1000.0)",
         )
         .bind(&names)
         .execute(&mut *conn)
@@ -512,15 +575,14 @@ async fn domain_record(
     conn: &mut PgConnection,
     name: &DomainName,
 ) -> Result<PowerDomainRecord, StoreError> {
-    let row: Option<DomainRow> = sqlx::query_as(
-        "SELECT name, budget_w, max_shelves_off, min_spacing_ms, \
-         (extract(epoch FROM last_on_at) * 1000)::bigint, updated_at FROM power_domains \
+    let row: Option<(Option<i64>, Option<i32>, Option<i64>, OffsetDateTime)> = sqlx::query_as(
+        "SELECT budget_w, max_shelves_off, min_spacing_ms, updated_at FROM power_domains \
          WHERE name = $1",
     )
     .bind(name.as_str())
     .fetch_optional(&mut *conn)
     .await?;
-    let Some((_, budget_w, max_off, spacing, _, updated_at)) = row else {
+    let Some((budget_w, max_off, spacing, updated_at)) = row else {
         return Err(StoreError::NotFound(format!(
             "power domain {name:?} not found",
             name = name.as_str()
@@ -533,16 +595,17 @@ async fn domain_record(
     .fetch_all(&mut *conn)
     .await?;
     let steady = domain_steady_w(conn, name.as_str()).await?;
-    let (inrush, off, waiting): (i64, i64, i64) = sqlx::query_as(
+    let (inrush, off, waiting): (i64, i64, i64) = sqlx::query_as(concat!(
         "SELECT \
            (SELECT COALESCE(sum(excess_w), 0)::bigint FROM power_grants \
-             WHERE domain = $1 AND expires_at > clock_timestamp()), \
+             WHERE domain = $1 AND starts_at <= clock_timestamp() \
+               AND expires_at > clock_timestamp()), \
            (SELECT count(*) FROM power_shelves_off WHERE domain = $1), \
-           (SELECT count(*) FROM power_waits WHERE domain = $1 \
-             AND seen_at > now() - make_interval(secs => $2))",
-    )
+           (SELECT count(*) FROM power_waits WHERE domain = $1 AND ",
+        wait_current!(),
+        ")"
+    ))
     .bind(name.as_str())
-    .bind(WAIT_FRESH_S as f64)
     .fetch_one(&mut *conn)
     .await?;
     Ok(PowerDomainRecord {

@@ -173,6 +173,18 @@ async fn write_tasks(conn: &mut PgConnection, tasks: &[TaskUpdate]) -> Result<()
         let ids: Vec<String> = tasks.iter().map(|t| format!("task {}", t.id)).collect();
         return Err(moved(ids.join(" or ")));
     }
+    // A finished task's commands wait for no power domain any more.
+    let finished: Vec<_> = tasks
+        .iter()
+        .filter(|t| t.finished.is_some())
+        .map(|t| t.id)
+        .collect();
+    if !finished.is_empty() {
+        sqlx::query("DELETE FROM power_waits WHERE task_id = ANY($1)")
+            .bind(finished)
+            .execute(&mut *conn)
+            .await?;
+    }
     Ok(())
 }
 
