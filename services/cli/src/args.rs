@@ -562,6 +562,11 @@ pub struct TargetArgs {
     /// Follow the tasks until they finish, with live progress.
     #[arg(long)]
     pub wait: bool,
+    /// Show what would happen on each rack — rule, steps, components,
+    /// versions, every reason it would be refused or held — and create
+    /// nothing (`task.plan`).
+    #[arg(long, conflicts_with = "wait")]
+    pub plan: bool,
     /// When a rack is busy, wait in its queue (at most 5, FIFO) instead of
     /// being refused.
     #[arg(long)]

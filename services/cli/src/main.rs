@@ -9,6 +9,7 @@ mod bmc;
 mod event;
 mod input;
 mod out;
+mod plan;
 mod power;
 mod remote;
 mod rule;

@@ -165,6 +165,9 @@ async fn submit(
     target: &TargetArgs,
     body: TaskSubmit,
 ) -> Outcome {
+    if target.plan {
+        return preview(settings, out, &body).await;
+    }
     let result = async {
         let client = crate::remote::connect(settings).await?;
         let reply = client.call::<endpoint::TaskSubmit>(&body).await?;
@@ -224,6 +227,39 @@ async fn submit(
         }
     }
     outcome
+}
+
+/// `--plan`: what the submission would do, creating nothing; invalid
+/// when any rack would be refused.
+async fn preview(settings: &Settings, out: Output, body: &TaskSubmit) -> Outcome {
+    let reply = async {
+        let client = crate::remote::connect(settings).await?;
+        client.call::<endpoint::TaskPlan>(body).await
+    }
+    .await;
+    let reply = match reply {
+        Ok(r) => r,
+        Err(e) => return fail(e),
+    };
+    if out.json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&reply).unwrap_or_default()
+        );
+    } else {
+        for line in crate::plan::render(&reply) {
+            outln!("{line}");
+        }
+    }
+    if reply
+        .results
+        .iter()
+        .any(|r| r.outcome == flow_protocol::preview::PlanOutcome::Refused)
+    {
+        Outcome::Invalid
+    } else {
+        Outcome::Valid
+    }
 }
 
 /// The request `flow power <action>` submits.

@@ -320,6 +320,18 @@ async fn answer(store: &Store, tasks: &TaskService, name: &str, body: &[u8]) -> 
             })
             .await
         }
+        ep::TaskPlan::NAME => {
+            serve::<ep::TaskPlan, _, _>(body, |mut r| async move {
+                // A preview needs no request ID; one given finds a task it
+                // already created (a duplicate).
+                if r.request_id.trim().is_empty() {
+                    r.request_id = format!("plan/{}", uuid::Uuid::new_v4());
+                }
+                r.check()?;
+                tasks.plan_task(&r).await
+            })
+            .await
+        }
         ep::TaskGet::NAME => {
             serve::<ep::TaskGet, _, _>(body, |r| async move {
                 let mut record = store.task_record(r.id).await.map_err(store_error)?;

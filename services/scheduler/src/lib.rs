@@ -12,6 +12,7 @@ pub mod error;
 pub mod events;
 pub mod metrics;
 pub mod outbox;
+pub mod preview;
 pub mod results;
 pub mod runs;
 pub mod schedules;

@@ -73,6 +73,34 @@ impl Targets {
     }
 }
 
+/// What a submission decided for one rack before its transaction
+/// ([`TaskService::prepare`]).
+pub(crate) struct Prepared {
+    /// The operation run (the forced variant when asked).
+    pub(crate) operation: OperationCode,
+    /// The rack.
+    pub(crate) record: flow_protocol::api::RackRecord,
+    /// The refusal for components locked by a hardware event.
+    pub(crate) locked: Option<ApiError>,
+    /// The rule, when one resolved.
+    pub(crate) resolution: Option<flow_store::Resolution>,
+    /// The plan, when the rule planned.
+    pub(crate) plan: Option<flow_engine::plan::Plan>,
+    /// Flashed components' version changes.
+    pub(crate) versions: Vec<flow_protocol::preview::VersionChange>,
+    /// Every other reason to refuse, in the order the submission checks.
+    pub(crate) problems: Vec<ApiError>,
+    /// The task it would create (none when it could not be planned).
+    pub(crate) task: Option<PreparedTask>,
+}
+
+/// The task a submission would create.
+pub(crate) struct PreparedTask {
+    pub(crate) new: NewTask,
+    pub(crate) state: TaskState,
+    pub(crate) queue_timeout: Option<Duration>,
+}
+
 impl TaskService {
     /// Submits an operation: one task per targeted rack, each refused or
     /// created on its own, with the reason. Targets that name nothing (a
@@ -240,11 +268,56 @@ impl TaskService {
         origin: Origin,
         preempt: Option<flow_protocol::EventId>,
     ) -> Result<Submission, ApiError> {
+        let prepared = self.prepare(request, rack, scope, origin).await?;
+        if let Some(refusal) = prepared.locked {
+            tracing::warn!(rack = %prepared.record.name, operation = %prepared.operation, "submission refused: components locked by a hardware event");
+            return Ok(Submission::Refused(refusal));
+        }
+        let Some(task) = prepared.task else {
+            return Err(prepared
+                .problems
+                .into_iter()
+                .next()
+                .unwrap_or_else(|| ApiError::new(ErrorCode::Internal, "no task was planned")));
+        };
+        if let Some(first) = prepared.problems.into_iter().next() {
+            return Err(first);
+        }
+        self.create(&task.new, task.state, task.queue_timeout, preempt)
+            .await
+            .map_err(api_error)
+    }
+
+    /// Everything a submission decides for one rack before its
+    /// transaction, by the functions the preview shares
+    /// (`services/scheduler/src/preview.rs`): the components it targets,
+    /// the locks on them, the rule, the plan, the capability, image and
+    /// version checks, and the task it would create — with every problem
+    /// found, not only the first. An unknown rack or operation is an
+    /// error.
+    pub(crate) async fn prepare(
+        &self,
+        request: &TaskSubmit,
+        rack: &RackRef,
+        scope: &Scope,
+        origin: Origin,
+    ) -> Result<Prepared, ApiError> {
         let operation = request.operation_to_run()?;
         let record = self.store.get_rack(rack).await.map_err(store_error)?;
         let components: Vec<ComponentTarget> = targeted(request, &record, scope)
             .map(|c| ComponentTarget::of(&record.name, c))
             .collect();
+        let mut prepared = Prepared {
+            operation,
+            record,
+            locked: None,
+            resolution: None,
+            plan: None,
+            versions: Vec::new(),
+            problems: Vec::new(),
+            task: None,
+        };
+        let record = &prepared.record;
         if locked_out(operation) {
             let names: Vec<String> = components.iter().map(|c| c.name.clone()).collect();
             let locks = self
@@ -252,13 +325,10 @@ impl TaskService {
                 .locks_on(&record.name, &names)
                 .await
                 .map_err(store_error)?;
-            if let Some(refusal) = lock_error(operation, &locks) {
-                tracing::warn!(rack = %record.name, operation = %operation, locks = locks.len(), "submission refused: components locked by a hardware event");
-                return Ok(Submission::Refused(refusal));
-            }
+            prepared.locked = lock_error(operation, &locks);
         }
         if components.is_empty() {
-            return Err(ApiError::new(
+            prepared.problems.push(ApiError::new(
                 ErrorCode::Invalid,
                 match scope {
                     Scope::Whole => format!(
@@ -272,47 +342,62 @@ impl TaskService {
                     ),
                 },
             ));
+            return Ok(prepared);
         }
-        let resolution = self
-            .store
-            .resolve(rack, operation, request.rule_id)
-            .await
-            .map_err(store_error)?;
-        let planned = plan(&resolution.definition, &components).map_err(|e| {
-            ApiError::new(
-                ErrorCode::Invalid,
-                format!("rule {:?}: {e}", resolution.reply.name),
-            )
-        })?;
+        let resolution = match self.store.resolve(rack, operation, request.rule_id).await {
+            Ok(r) => r,
+            Err(e) => {
+                prepared.problems.push(store_error(e));
+                return Ok(prepared);
+            }
+        };
+        let planned = match plan(&resolution.definition, &components) {
+            Ok(p) => p,
+            Err(e) => {
+                prepared.problems.push(ApiError::new(
+                    ErrorCode::Invalid,
+                    format!("rule {:?}: {e}", resolution.reply.name),
+                ));
+                prepared.resolution = Some(resolution);
+                return Ok(prepared);
+            }
+        };
         let targeted: BTreeSet<ComponentType> =
             components.iter().map(|c| c.component_type).collect();
-        flow_hardware::catalog::check_rule(&resolution.definition, &targeted).map_err(
-            |problems| ApiError::invalid("the rule needs capabilities the managers lack", problems),
-        )?;
-        flow_engine::images::check_images(&resolution.definition, &planned, &request.firmware)
-            .map_err(|problems| {
-                ApiError::invalid(
-                    "the task's firmware images do not match what its rule flashes",
-                    problems,
-                )
-            })?;
+        if let Err(problems) = flow_hardware::catalog::check_rule(&resolution.definition, &targeted)
+        {
+            prepared.problems.push(ApiError::invalid(
+                "the rule needs capabilities the managers lack",
+                problems,
+            ));
+        }
+        if let Err(problems) =
+            flow_engine::images::check_images(&resolution.definition, &planned, &request.firmware)
+        {
+            prepared.problems.push(ApiError::invalid(
+                "the task's firmware images do not match what its rule flashes",
+                problems,
+            ));
+        }
+        let installed = record
+            .components
+            .iter()
+            .map(|c| (c.name.as_str(), c.firmware_version.as_str()))
+            .collect();
+        prepared.versions =
+            flow_engine::versions::changes(operation, &planned, &installed, &request.firmware);
         if !request.allow_version_change {
-            let installed = record
-                .components
-                .iter()
-                .map(|c| (c.name.as_str(), c.firmware_version.as_str()))
-                .collect();
-            flow_engine::versions::check(operation, &planned, &installed, &request.firmware)
-                .map_err(|problems| {
-                    ApiError::invalid(
-                        "the images would move components' firmware the wrong way",
-                        problems,
-                    )
-                })?;
+            let problems = flow_engine::versions::wrong_way_problems(operation, &prepared.versions);
+            if !problems.is_empty() {
+                prepared.problems.push(ApiError::invalid(
+                    "the images would move components' firmware the wrong way",
+                    problems,
+                ));
+            }
         }
         let task_plan = Arc::new(TaskPlan {
             operation,
-            rule: resolution.definition,
+            rule: resolution.definition.clone(),
             components: planned.components.clone(),
             firmware: request.firmware.clone(),
             readiness_wait_ms: request
@@ -330,7 +415,7 @@ impl TaskService {
             request_id: request.request_id.clone(),
             rack_name: record.name.clone(),
             description: request.description.clone(),
-            rule: resolution.reply,
+            rule: resolution.reply.clone(),
             origin,
         };
         let queue_timeout = match request.conflict {
@@ -339,9 +424,14 @@ impl TaskService {
                 Some(Duration::from_secs(timeout_seconds))
             }
         };
-        self.create(&new, state, queue_timeout, preempt)
-            .await
-            .map_err(api_error)
+        prepared.task = Some(PreparedTask {
+            new,
+            state,
+            queue_timeout,
+        });
+        prepared.resolution = Some(resolution);
+        prepared.plan = Some(planned);
+        Ok(prepared)
     }
 
     /// Consumes task requests published on `flow.tasks.submit` until `stop`.

@@ -28,6 +28,106 @@ pub const JOB_CLAIM: std::time::Duration = std::time::Duration::from_secs(5);
 /// task that fails at once with nothing to do hands the rack on again).
 const MAX_PROMOTIONS: usize = queue::MAX_WAITING_PER_RACK + 1;
 
+/// What [`TaskService::would_create`] found.
+pub(crate) struct WouldCreate {
+    /// The submission's answer.
+    pub(crate) submission: Submission,
+    /// The task's first transition, when it would be created.
+    pub(crate) transition: Option<Transition>,
+    /// The rack's open tasks it would queue behind or conflict with.
+    pub(crate) open: Vec<TaskId>,
+    /// Its components that are not ready.
+    pub(crate) not_ready: Vec<flow_protocol::readiness::NotReady>,
+}
+
+/// What a submission's transaction decides before it writes.
+enum Verdict {
+    /// Answered without a task: a duplicate request or a refusal.
+    Answer(Submission),
+    /// A task is admitted: its first transition, how, and how many tasks
+    /// wait on the rack before it.
+    Admit {
+        transition: Transition,
+        admission: Admission,
+        waiting: usize,
+        open: Vec<TaskId>,
+    },
+}
+
+/// The answers that come before admission: the request already made this
+/// task, or its window has passed.
+async fn before_admission(
+    tx: &mut TaskTx,
+    new: &NewTask,
+    planned: &TaskState,
+) -> Result<Option<Submission>, SchedulerError> {
+    if let Some(id) = tx.find_request(&new.request_id, planned.rack).await? {
+        return Ok(Some(Submission::Duplicate(id)));
+    }
+    let window = planned.plan.window;
+    if window.ended_at(tx.now_ms()) {
+        let end = flow_protocol::task::timestamp::from_ms(window.not_after_ms.unwrap_or_default());
+        return Ok(Some(Submission::Refused(ApiError::new(
+            ErrorCode::Invalid,
+            format!(
+                "not_after: {} has passed",
+                flow_protocol::task::timestamp::format(end)
+            ),
+        ))));
+    }
+    Ok(None)
+}
+
+/// Decides a new task against the rack's open tasks (`queue::admit`) and
+/// applies its submission (`decide`), writing nothing.
+async fn admit_new(
+    tx: &mut TaskTx,
+    new: &NewTask,
+    planned: &TaskState,
+    queue_timeout: Option<std::time::Duration>,
+) -> Result<Verdict, SchedulerError> {
+    if let Some(answer) = before_admission(tx, new, planned).await? {
+        return Ok(Verdict::Answer(answer));
+    }
+    let tasks = tx.rack_tasks(planned.rack).await?;
+    let footprint = planned.plan.footprint();
+    let admission = match queue::admit(
+        &new.rack_name,
+        &footprint,
+        planned.plan.window,
+        &tasks,
+        queue_timeout,
+        tx.now_ms(),
+    ) {
+        Ok(admission) => admission,
+        Err(refusal) => {
+            return Ok(Verdict::Answer(Submission::Refused(ApiError::new(
+                ErrorCode::Conflict,
+                refusal.to_string(),
+            ))));
+        }
+    };
+    let transition = decide(tx, planned, &Event::Submitted(admission)).await?;
+    Ok(Verdict::Admit {
+        transition,
+        admission,
+        waiting: tasks.waiting_count(),
+        open: tasks.open.iter().map(|t| t.id).collect(),
+    })
+}
+
+/// The submission's answer for an admitted task.
+fn submission(t: &Transition, admission: Admission, waiting: usize) -> Submission {
+    match (t.state.status, admission) {
+        (TaskStatus::Waiting, Admission::Queue { expires_ms }) => Submission::Queued {
+            task_id: t.state.id,
+            position: u32::try_from(waiting + 1).unwrap_or(u32::MAX),
+            expires_at: flow_protocol::task::timestamp::from_ms(expires_ms),
+        },
+        _ => Submission::Created(t.state.id),
+    }
+}
+
 /// `event` applied to `state` at the transaction's time. A transition into
 /// the readiness gate (a task just started or promoted) is followed at once
 /// by a check of the task's components, so ready ones start in the same
@@ -188,24 +288,12 @@ impl TaskService {
     ) -> Result<Submission, SchedulerError> {
         let mut tx = self.store.begin_tasks().await?;
         tx.lock_rack(planned.rack).await?;
-        if let Some(id) = tx.find_request(&new.request_id, planned.rack).await? {
-            return Ok(Submission::Duplicate(id));
-        }
-        let window = planned.plan.window;
-        if window.ended_at(tx.now_ms()) {
-            let end =
-                flow_protocol::task::timestamp::from_ms(window.not_after_ms.unwrap_or_default());
-            return Ok(Submission::Refused(ApiError::new(
-                ErrorCode::Invalid,
-                format!(
-                    "not_after: {} has passed",
-                    flow_protocol::task::timestamp::format(end)
-                ),
-            )));
-        }
-        let tasks = tx.rack_tasks(planned.rack).await?;
-        let footprint = planned.plan.footprint();
         if let Some(event) = preempt {
+            if let Some(answer) = before_admission(&mut tx, new, &planned).await? {
+                return Ok(answer);
+            }
+            let tasks = tx.rack_tasks(planned.rack).await?;
+            let footprint = planned.plan.footprint();
             let mut handed = Vec::new();
             for victim in queue::preempted(&footprint, &tasks) {
                 let Some(state) = tx.lock(victim).await? else {
@@ -232,35 +320,57 @@ impl TaskService {
             tx.commit().await?;
             return Ok(Submission::Created(t.state.id));
         }
-        let admission = match queue::admit(
-            &new.rack_name,
-            &footprint,
-            window,
-            &tasks,
-            queue_timeout,
-            tx.now_ms(),
-        ) {
-            Ok(admission) => admission,
-            Err(refusal) => {
-                return Ok(Submission::Refused(ApiError::new(
-                    ErrorCode::Conflict,
-                    refusal.to_string(),
-                )));
-            }
+        let (t, admission, waiting) = match admit_new(&mut tx, new, &planned, queue_timeout).await?
+        {
+            Verdict::Answer(answer) => return Ok(answer),
+            Verdict::Admit {
+                transition,
+                admission,
+                waiting,
+                ..
+            } => (transition, admission, waiting),
         };
-        let t = decide(&mut tx, &planned, &Event::Submitted(admission)).await?;
         tx.insert(new, &t.state).await?;
         tx.outbox(&t.effects).await?;
         // A task that ends at once (nothing to do) hands the rack on.
         hand_on(&mut tx, &t.effects).await?;
         tx.commit().await?;
-        Ok(match (t.state.status, admission) {
-            (TaskStatus::Waiting, Admission::Queue { expires_ms }) => Submission::Queued {
-                task_id: t.state.id,
-                position: u32::try_from(tasks.waiting_count() + 1).unwrap_or(u32::MAX),
-                expires_at: flow_protocol::task::timestamp::from_ms(expires_ms),
+        Ok(submission(&t, admission, waiting))
+    }
+
+    /// What [`TaskService::create`] would answer for `planned`, decided
+    /// by the same functions in a transaction that is rolled back:
+    /// nothing is written and no rack is locked. With the transition, for
+    /// the preview to say why a created task would wait.
+    pub(crate) async fn would_create(
+        &self,
+        new: &NewTask,
+        planned: &TaskState,
+        queue_timeout: Option<std::time::Duration>,
+    ) -> Result<WouldCreate, SchedulerError> {
+        let mut tx = self.store.begin_tasks().await?;
+        let not_ready = tx.not_ready(planned).await?;
+        let verdict = admit_new(&mut tx, new, planned, queue_timeout).await?;
+        // Dropped uncommitted: rolled back.
+        drop(tx);
+        Ok(match verdict {
+            Verdict::Answer(submission) => WouldCreate {
+                submission,
+                transition: None,
+                open: Vec::new(),
+                not_ready,
             },
-            _ => Submission::Created(t.state.id),
+            Verdict::Admit {
+                transition,
+                admission,
+                waiting,
+                open,
+            } => WouldCreate {
+                submission: submission(&transition, admission, waiting),
+                transition: Some(transition),
+                open,
+                not_ready,
+            },
         })
     }
 

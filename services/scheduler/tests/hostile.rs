@@ -264,6 +264,12 @@ fn endpoint_cases() -> Vec<Case> {
             Some("operation"),
         ),
         (
+            endpoint::TaskPlan::NAME,
+            json!({"racks": ["rack-01"], "operation": "power_on"}),
+            ("racks", json!("rack-01")),
+            Some("operation"),
+        ),
+        (
             endpoint::TaskGet::NAME,
             json!({"id": id}),
             ("id", json!(1.5)),

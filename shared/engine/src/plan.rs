@@ -4,8 +4,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use flow_hardware::ComponentTarget;
-use flow_rules::budget::step_budget;
-use flow_rules::{ComponentType, RuleDefinition, Stage};
+use flow_rules::budget::{batches, step_budget};
+use flow_rules::{Action, ComponentType, RuleDefinition, Stage};
 
 /// One step of the plan.
 #[derive(Debug, Clone, PartialEq)]
@@ -113,6 +113,47 @@ pub fn plan(rule: &RuleDefinition, components: &[ComponentTarget]) -> Result<Pla
     })
 }
 
+/// The least time a plan takes, whatever the hardware: per step, the
+/// rule's sleeps and one poll interval per polling action (the first poll
+/// of a verification finds a command just sent not yet done; a firmware
+/// update's first poll comes one interval after it starts, per batch of
+/// `max_parallel`); steps of a stage side by side, stages in turn.
+pub fn least_duration(rule: &RuleDefinition, plan: &Plan) -> Duration {
+    plan.stages
+        .iter()
+        .map(|stage| {
+            stage
+                .steps
+                .iter()
+                .filter(|s| !s.skipped)
+                .filter_map(|s| rule.steps.get(s.step_index).map(|step| (s, step)))
+                .map(|(planned, step)| {
+                    step.actions()
+                        .map(|action| {
+                            let n = batches(action, step.max_parallel, planned.components.len());
+                            match action {
+                                Action::Sleep { duration } => *duration,
+                                Action::VerifyPowerStatus { poll_interval, .. }
+                                | Action::VerifyReachability { poll_interval, .. }
+                                | Action::WaitDecommissioned { poll_interval, .. } => {
+                                    *poll_interval
+                                }
+                                Action::FirmwareControl { poll_interval, .. } => {
+                                    Action::firmware_poll_interval(*poll_interval).saturating_mul(n)
+                                }
+                                Action::PowerControl { .. }
+                                | Action::GetPowerStatus { .. }
+                                | Action::DecommissionControl => Duration::ZERO,
+                            }
+                        })
+                        .sum::<Duration>()
+                })
+                .max()
+                .unwrap_or_default()
+        })
+        .sum()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,6 +203,32 @@ mod tests {
         );
         assert_eq!(plan.stages[2].steps[0].components.len(), 3);
         assert!(!plan.stages[2].steps[0].budget.is_zero());
+    }
+
+    #[test]
+    fn the_least_duration_is_the_rules_sleeps_and_first_polls_stage_by_stage() {
+        let rule = RuleDefinition::from_value(&serde_json::json!({
+            "version": "v1",
+            "steps": [
+                {"component_type": "PowerShelf", "stage": 1,
+                 "main_operation": {"name": "PowerControl"},
+                 "post_operation": [{"name": "Sleep", "parameters": {"duration": "10s"}}]},
+                {"component_type": "Compute", "stage": 1,
+                 "main_operation": {"name": "Sleep", "parameters": {"duration": "3s"}}},
+                {"component_type": "Compute", "stage": 2,
+                 "main_operation": {"name": "PowerControl"},
+                 "post_operation": [{"name": "VerifyPowerStatus", "timeout": "5m",
+                     "poll_interval": "15s", "parameters": {"expected_status": "on"}}]}
+            ]
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        let p = plan(
+            &rule,
+            &components(&[(ComponentType::Compute, 2), (ComponentType::PowerShelf, 1)]),
+        )
+        .unwrap();
+        // Stage 1: the longer of 10 s and 3 s; stage 2: one poll of 15 s.
+        assert_eq!(least_duration(&rule, &p), Duration::from_secs(25));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::cmp::Ordering;
 use std::collections::BTreeMap;
 
 use flow_protocol::jobs::FirmwareImage;
+use flow_protocol::preview::{VersionChange, VersionMove};
 use flow_rules::{ComponentType, FirmwareOperation, OperationCode};
 
 use crate::plan::Plan;
@@ -116,6 +117,62 @@ pub fn wrong_way<'a>(
         .collect()
 }
 
+/// Every planned component a firmware image of a version names: its
+/// installed version (by `installed`, component name → the version the
+/// inventory last knew) → the image's, which way, and whether `operation`
+/// would move it the wrong way. A sub-target's version is not in the
+/// inventory (it keeps the main firmware's): not listed.
+pub fn changes(
+    operation: OperationCode,
+    plan: &Plan,
+    installed: &BTreeMap<&str, &str>,
+    images: &BTreeMap<ComponentType, FirmwareImage>,
+) -> Vec<VersionChange> {
+    let mut out = Vec::new();
+    for (component_type, targets) in &plan.components {
+        let Some(target) = images
+            .get(component_type)
+            .filter(|i| i.sub_targets.is_empty())
+            .and_then(|i| i.version.as_deref())
+        else {
+            continue;
+        };
+        for t in targets {
+            let have = installed.get(t.name.as_str()).copied().unwrap_or("");
+            let wrong = !wrong_way(operation, target, [(t.name.as_str(), have)]).is_empty();
+            out.push(VersionChange {
+                component: t.name.clone(),
+                component_type: *component_type,
+                installed: have.to_owned(),
+                target: target.to_owned(),
+                direction: match compare(have, target) {
+                    Some(Ordering::Less) => VersionMove::Up,
+                    Some(Ordering::Greater) => VersionMove::Down,
+                    Some(Ordering::Equal) => VersionMove::Same,
+                    None => VersionMove::Unknown,
+                },
+                wrong_way: wrong,
+            });
+        }
+    }
+    out
+}
+
+/// The refusal's details for the wrong-way moves among `changes`
+/// (nothing: no refusal).
+pub fn wrong_way_problems(operation: OperationCode, changes: &[VersionChange]) -> Vec<String> {
+    changes
+        .iter()
+        .filter(|c| c.wrong_way)
+        .map(|c| {
+            format!(
+                "{}: has {}; {operation} to {} would move it the wrong way (allow with allow_version_change, --allow-version-change)",
+                c.component, c.installed, c.target
+            )
+        })
+        .collect()
+}
+
 /// Every planned component an `operation` would move the wrong way with
 /// `images`, by `installed` (component name → the version the inventory
 /// last knew), as the refusal's details.
@@ -125,28 +182,7 @@ pub fn check(
     installed: &BTreeMap<&str, &str>,
     images: &BTreeMap<ComponentType, FirmwareImage>,
 ) -> Result<(), Vec<String>> {
-    let mut problems = Vec::new();
-    for (component_type, targets) in &plan.components {
-        // A sub-target's version is not in the inventory (it keeps the main
-        // firmware's): nothing to compare.
-        let Some(target) = images
-            .get(component_type)
-            .filter(|i| i.sub_targets.is_empty())
-            .and_then(|i| i.version.as_deref())
-        else {
-            continue;
-        };
-        let components = targets
-            .iter()
-            .filter_map(|t| installed.get_key_value(t.name.as_str()))
-            .map(|(name, version)| (*name, *version));
-        problems.extend(wrong_way(operation, target, components).into_iter().map(|w| {
-            format!(
-                "{}: has {}; {operation} to {} would move it the wrong way (allow with allow_version_change, --allow-version-change)",
-                w.component, w.installed, w.target
-            )
-        }));
-    }
+    let problems = wrong_way_problems(operation, &changes(operation, plan, installed, images));
     if problems.is_empty() {
         Ok(())
     } else {

@@ -249,6 +249,8 @@ pub mod endpoint {
         ComponentStatusSet = "rack.component_status" (Change): super::ComponentStatusSet => ComponentStatusReply;
         /// Submit an operation on racks (one task per rack).
         TaskSubmit = "task.submit" (Change): super::TaskSubmit => TaskSubmitReply;
+        /// What `task.submit` would do, per rack, creating nothing.
+        TaskPlan = "task.plan" (Read): super::TaskSubmit => crate::preview::TaskPlanReply;
         /// Get a task with its steps.
         TaskGet = "task.get" (Read): TaskById => TaskRecord;
         /// List recent tasks.

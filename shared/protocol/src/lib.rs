@@ -12,6 +12,7 @@ pub mod jobs;
 pub mod labels;
 pub mod partition;
 pub mod power;
+pub mod preview;
 pub mod rack;
 pub mod readiness;
 pub mod run;

@@ -268,43 +268,27 @@ impl Store {
             .collect())
     }
 
-    /// Decides when a power command may go — now, at a reserved time, or
-    /// never — and records the grant (its share from its start) or the
-    /// wait's reason (`shared/engine/src/admission.rs`).
-    #[tracing::instrument(skip_all, fields(task_id = %request.task, rack = %request.rack, component = %request.component))]
-    pub async fn admit_power(&self, request: &PowerAdmit) -> Result<Admission, StoreError> {
-        let mut names: Vec<&str> = request.domains.iter().map(DomainName::as_str).collect();
+    /// What a command asks of admission: `None` when it asks nothing (no
+    /// domain, or a tray's power-off).
+    async fn asked(&self, request: &PowerAdmit) -> Result<Option<Asked>, StoreError> {
+        let mut names: Vec<String> = request
+            .domains
+            .iter()
+            .map(|d| d.as_str().to_owned())
+            .collect();
         names.sort_unstable();
         names.dedup();
         let shelf = request.component_type == ComponentType::PowerShelf;
         let inrush = draws_inrush(request.operation);
         if names.is_empty() || !(inrush || shelf) {
-            return Ok(Admission::Granted);
+            return Ok(None);
         }
-        // The draw model does not change under the domains' locks.
         let (inrush_w, steady_w, settle_ms) = {
             let mut conn = self.pool().acquire().await?;
             model(&mut conn, request.component_type, &request.rack).await?
         };
         let window_ms = u64::try_from(SEND_WINDOW.as_millis()).unwrap_or(u64::MAX);
         let hold_ms = unsigned(settle_ms) + window_ms;
-        let mut tx = self.pool().begin().await?;
-        let rows: Vec<DomainRow> = sqlx::query_as(
-            "SELECT name, budget_w, max_shelves_off, min_spacing_ms FROM power_domains \
-             WHERE name = ANY($1) ORDER BY name FOR UPDATE",
-        )
-        .bind(&names)
-        .fetch_all(&mut *tx)
-        .await?;
-        if rows.is_empty() {
-            tx.commit().await?;
-            return Ok(Admission::Granted);
-        }
-        // Read after the locks: the time every grant is judged against.
-        let now_ms: i64 =
-            sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint")
-                .fetch_one(&mut *tx)
-                .await?;
         let command = if inrush {
             Command::Inrush {
                 excess_w: unsigned(inrush_w - steady_w),
@@ -315,37 +299,59 @@ impl Store {
                 emergency: request.emergency,
             }
         };
-        let mut states = Vec::with_capacity(rows.len());
-        for (name, budget_w, max_off, spacing) in &rows {
-            let mut state = DomainState {
-                name: name.clone(),
-                budget_w: budget_w.map(unsigned),
-                max_shelves_off: max_off.and_then(|n| u32::try_from(n).ok()),
-                min_spacing_ms: spacing.map(unsigned),
-                steady_w: 0,
-                grants: Vec::new(),
-                shelves_off: 0,
-            };
-            if inrush && (budget_w.is_some() || spacing.is_some()) {
-                if budget_w.is_some() {
-                    state.steady_w = unsigned(domain_steady_w(&mut tx, name).await?);
-                }
-                state.grants = live_grants(&mut tx, name, spacing.unwrap_or(0)).await?;
-            }
-            if !inrush && max_off.is_some() {
-                let off: i64 = sqlx::query_scalar(
-                    "SELECT count(*) FROM power_shelves_off WHERE domain = $1 \
-                     AND NOT (rack = $2 AND component = $3)",
-                )
-                .bind(name)
-                .bind(&request.rack)
-                .bind(&request.component)
-                .fetch_one(&mut *tx)
-                .await?;
-                state.shelves_off = u32::try_from(off).unwrap_or(u32::MAX);
-            }
-            states.push(state);
-        }
+        Ok(Some(Asked {
+            names,
+            inrush,
+            command,
+            excess_w: inrush_w - steady_w,
+            hold_ms,
+        }))
+    }
+
+    /// What admission would answer now for `request`, read and decided as
+    /// [`Store::admit_power`] does, locking and writing nothing (a plan
+    /// preview): `None` when the command asks no domain.
+    pub async fn preview_power(
+        &self,
+        request: &PowerAdmit,
+    ) -> Result<Option<Decision>, StoreError> {
+        let Some(asked) = self.asked(request).await? else {
+            return Ok(None);
+        };
+        let mut conn = self.pool().acquire().await?;
+        let Some(read) =
+            read_domains(&mut conn, &asked.names(), request, asked.inrush, false).await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(admission::decide(
+            &read.states,
+            asked.command,
+            unsigned(read.now_ms),
+        )))
+    }
+
+    /// Decides when a power command may go — now, at a reserved time, or
+    /// never — and records the grant (its share from its start) or the
+    /// wait's reason (`shared/engine/src/admission.rs`).
+    #[tracing::instrument(skip_all, fields(task_id = %request.task, rack = %request.rack, component = %request.component))]
+    pub async fn admit_power(&self, request: &PowerAdmit) -> Result<Admission, StoreError> {
+        let Some(asked) = self.asked(request).await? else {
+            return Ok(Admission::Granted);
+        };
+        let (inrush, command, excess_w, hold_ms) =
+            (asked.inrush, asked.command, asked.excess_w, asked.hold_ms);
+        let window_ms = u64::try_from(SEND_WINDOW.as_millis()).unwrap_or(u64::MAX);
+        let mut tx = self.pool().begin().await?;
+        let Some(Read {
+            rows,
+            states,
+            now_ms,
+        }) = read_domains(&mut tx, &asked.names(), request, inrush, true).await?
+        else {
+            tx.commit().await?;
+            return Ok(Admission::Granted);
+        };
         let now = unsigned(now_ms);
         let decision = match admission::decide(&states, command, now) {
             Decision::Refuse { reason } => Admission::Refused { reason },
@@ -354,29 +360,11 @@ impl Store {
                 Admission::Wait { until_ms, reason }
             }
             Decision::Admit => {
-                grant(
-                    &mut tx,
-                    request,
-                    &rows,
-                    inrush,
-                    inrush_w - steady_w,
-                    now,
-                    hold_ms,
-                )
-                .await?;
+                grant(&mut tx, request, &rows, inrush, excess_w, now, hold_ms).await?;
                 Admission::Granted
             }
             Decision::Reserve { at_ms, reason } => {
-                grant(
-                    &mut tx,
-                    request,
-                    &rows,
-                    inrush,
-                    inrush_w - steady_w,
-                    at_ms,
-                    hold_ms,
-                )
-                .await?;
+                grant(&mut tx, request, &rows, inrush, excess_w, at_ms, hold_ms).await?;
                 record_wait(&mut tx, request, &states, at_ms, &reason).await?;
                 Admission::Reserved {
                     at_ms,
@@ -406,6 +394,100 @@ impl Store {
         }
         Ok(decision)
     }
+}
+
+/// What a command asks of admission.
+struct Asked {
+    /// Its domains, by name, sorted.
+    names: Vec<String>,
+    /// A power-on or reset (else a shelf's power-off).
+    inrush: bool,
+    /// The command decided.
+    command: Command,
+    /// Inrush − steady, W.
+    excess_w: i64,
+    /// How long a grant holds it, ms.
+    hold_ms: u64,
+}
+
+impl Asked {
+    fn names(&self) -> Vec<&str> {
+        self.names.iter().map(String::as_str).collect()
+    }
+}
+
+/// What admission reads of a command's domains.
+struct Read {
+    rows: Vec<DomainRow>,
+    states: Vec<DomainState>,
+    now_ms: i64,
+}
+
+/// Reads the state of the domains `names` (row-locked in name order when
+/// `lock`) for `request`: steady draw and grants for an inrush, shelves
+/// off for a shelf's power-off. `None` when none of them exists.
+async fn read_domains(
+    conn: &mut PgConnection,
+    names: &[&str],
+    request: &PowerAdmit,
+    inrush: bool,
+    lock: bool,
+) -> Result<Option<Read>, StoreError> {
+    let sql = if lock {
+        "SELECT name, budget_w, max_shelves_off, min_spacing_ms FROM power_domains \
+         WHERE name = ANY($1) ORDER BY name FOR UPDATE"
+    } else {
+        "SELECT name, budget_w, max_shelves_off, min_spacing_ms FROM power_domains \
+         WHERE name = ANY($1) ORDER BY name"
+    };
+    let rows: Vec<DomainRow> = sqlx::query_as(sql)
+        .bind(names)
+        .fetch_all(&mut *conn)
+        .await?;
+    if rows.is_empty() {
+        return Ok(None);
+    }
+    // Read after the locks: the time every grant is judged against.
+    let now_ms: i64 =
+        sqlx::query_scalar("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint")
+            .fetch_one(&mut *conn)
+            .await?;
+    let mut states = Vec::with_capacity(rows.len());
+    for (name, budget_w, max_off, spacing) in &rows {
+        let mut state = DomainState {
+            name: name.clone(),
+            budget_w: budget_w.map(unsigned),
+            max_shelves_off: max_off.and_then(|n| u32::try_from(n).ok()),
+            min_spacing_ms: spacing.map(unsigned),
+            steady_w: 0,
+            grants: Vec::new(),
+            shelves_off: 0,
+        };
+        if inrush && (budget_w.is_some() || spacing.is_some()) {
+            if budget_w.is_some() {
+                state.steady_w = unsigned(domain_steady_w(&mut *conn, name).await?);
+            }
+            state.grants = live_grants(&mut *conn, name, spacing.unwrap_or(0)).await?;
+        }
+        if !inrush && max_off.is_some() {
+            let off: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM power_shelves_off WHERE domain = $1 \
+                 AND NOT (rack = $2 AND component = $3)",
+            )
+            .bind(name)
+            .bind(&request.rack)
+            .bind(&request.component)
+            .fetch_one(&mut *conn)
+            .await?;
+            state.shelves_off = u32::try_from(off).unwrap_or(u32::MAX);
+        }
+        states.push(state);
+    }
+    Ok(Some(Read {
+        rows,
+        states,
+        now_ms,
+    }))
 }
 
 /// A domain's grants that count for a command asked now: those not yet
