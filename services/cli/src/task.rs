@@ -488,11 +488,16 @@ fn action_line(a: &flow_protocol::jobs::ActionCalls, step_start: Option<u64>) ->
         }
         _ => times.join(" "),
     };
+    let (one, many) = if a.polls() {
+        ("poll", "polls")
+    } else {
+        ("attempt", "attempts")
+    };
     format!(
         "{}: {} {} at {shown}{}",
         a.action,
         a.attempts,
-        if a.attempts == 1 { "call" } else { "calls" },
+        if a.attempts == 1 { one } else { many },
         a.error
             .as_deref()
             .map(|e| format!("; last error: {e}"))

@@ -389,7 +389,7 @@ fn result(
                     ComponentResult {
                         status,
                         result: cp.results.get(name).cloned().unwrap_or_default(),
-                        attempts: actions.iter().map(|a| a.attempts).sum(),
+                        calls: actions.iter().map(|a| a.attempts).sum(),
                         error: s
                             .last_error
                             .clone()

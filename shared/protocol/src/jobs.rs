@@ -490,8 +490,11 @@ pub struct ComponentResult {
     /// Last result text (e.g. `sent On`, `On`).
     pub result: String,
     /// Calls made for it in the step, every action together (each retry
-    /// and each poll is one).
-    pub attempts: u32,
+    /// and each poll is one): not its attempts — those are per action
+    /// ([`ActionCalls`]). Records stored before this name read as
+    /// `attempts`.
+    #[serde(alias = "attempts")]
+    pub calls: u32,
     /// Its last error in the step (it may have succeeded since).
     pub error: Option<String>,
     /// Its calls action by action.
@@ -534,6 +537,36 @@ impl ActionCalls {
         }
     }
 
+    /// The action's name without its place (`PowerControl` of
+    /// `main_operation (PowerControl)`).
+    pub fn name(&self) -> &str {
+        self.action
+            .rsplit_once('(')
+            .map_or(self.action.as_str(), |(_, n)| n.trim_end_matches(')'))
+    }
+
+    /// Whether its calls are polls (a verification or a wait), not attempts
+    /// of a command.
+    pub fn polls(&self) -> bool {
+        let name = self.name();
+        name.starts_with("Verify") || name.starts_with("Wait")
+    }
+
+    /// `PowerControl: 3 attempts`, `VerifyPowerStatus: 1 poll`.
+    pub fn summary(&self) -> String {
+        let (one, many) = if self.polls() {
+            ("poll", "polls")
+        } else {
+            ("attempt", "attempts")
+        };
+        format!(
+            "{}: {} {}",
+            self.name(),
+            self.attempts,
+            if self.attempts == 1 { one } else { many }
+        )
+    }
+
     /// Counts one call made at `at_ms`, ending with `error` if it failed.
     pub fn record(&mut self, at_ms: u64, error: Option<&str>) {
         self.attempts += 1;
@@ -551,6 +584,21 @@ impl ActionCalls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_components_calls_read_under_the_old_name_and_actions_say_attempts_or_polls() {
+        let stored = serde_json::json!({"status": "done", "result": "sent Off",
+            "attempts": 6, "error": null, "actions": [
+                {"action": "main_operation (PowerControl)", "attempts": 3},
+                {"action": "post_operation[0] (VerifyPowerStatus)", "attempts": 1}]});
+        let r: ComponentResult = serde_json::from_value(stored).unwrap();
+        assert_eq!(r.calls, 6);
+        let written = serde_json::to_value(&r).unwrap();
+        assert_eq!(written["calls"], 6);
+        assert!(written.get("attempts").is_none(), "{written}");
+        assert_eq!(r.actions[0].summary(), "PowerControl: 3 attempts");
+        assert_eq!(r.actions[1].summary(), "VerifyPowerStatus: 1 poll");
+    }
 
     fn origin() -> ParkOrigin<'static> {
         ParkOrigin {

@@ -118,13 +118,19 @@ fn render_step(step: &StepRecord) -> Markup {
                 details.components {
                     summary { "Components (" (step.results.len()) ")" }
                     table {
-                        thead { tr { th { "Component" } th { "Outcome" } th { "Attempts" } th { "Result" } th { "Last error" } } }
+                        thead { tr { th { "Component" } th { "Outcome" } th { "Attempts" } th { "Calls" } th { "Result" } th { "Last error" } } }
                         tbody {
                             @for (name, r) in &step.results {
                                 tr data-component=(name) {
                                     td { (name) }
                                     td { (badge(r.status.as_str())) }
-                                    td { (r.attempts) }
+                                    td.attempts {
+                                        @for (i, a) in r.actions.iter().enumerate() {
+                                            @if i > 0 { br; }
+                                            (a.summary())
+                                        }
+                                    }
+                                    td { (r.calls) }
                                     td { (r.result) }
                                     td.error { (r.error.as_deref().unwrap_or("")) }
                                 }
