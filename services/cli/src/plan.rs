@@ -6,7 +6,9 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use flow_protocol::preview::{PlanOutcome, RackPlan, TaskPlanReply, VersionMove};
+use flow_protocol::preview::{
+    PlanOutcome, RackPlan, RunPlanReply, SchedulePlanReply, TaskPlanReply, VersionMove, WindowPlan,
+};
 use flow_rules::duration::format_short;
 
 /// Lines of the plan as an operator reads it.
@@ -15,6 +17,94 @@ pub fn render(reply: &TaskPlanReply) -> Vec<String> {
         [one] => rack(one),
         many => summary(many),
     }
+}
+
+/// A run's preview: its phases and gates, then its racks.
+pub fn render_run(plan: &RunPlanReply) -> Vec<String> {
+    let racks: usize = plan.phases.iter().map(|p| p.racks.len()).sum();
+    let order = serde_json::to_value(&plan.ordering)
+        .map(|v| v.to_string())
+        .unwrap_or_default();
+    let mut lines = vec![
+        fit(
+            &format!(
+                "run {}: {racks} racks in {} phases, order {order}",
+                plan.name,
+                plan.phases.len()
+            ),
+            100,
+        ),
+        fit(
+            &format!(
+                "  at most {} at once; gates {}; {}",
+                plan.max_concurrent,
+                serde_json::to_value(&plan.gates)
+                    .map(|v| v.to_string())
+                    .unwrap_or_default(),
+                if plan.auto_advance {
+                    "phases advance on their own"
+                } else {
+                    "each phase waits for `flow run advance`"
+                }
+            ),
+            100,
+        ),
+    ];
+    if let Some(w) = &plan.window {
+        lines.push(window_line("  window", w, &plan.timezone));
+    }
+    for p in &plan.phases {
+        let name = format!("phase {}", p.phase);
+        lines.push(fit(
+            &format!("  {name:<9} {:>4} × {}", p.racks.len(), names(&p.racks, 80)),
+            100,
+        ));
+    }
+    lines.push(String::new());
+    lines.extend(render(&TaskPlanReply {
+        results: plan.racks.clone(),
+    }));
+    lines
+}
+
+/// A schedule's preview: its next firings and their windows, then its
+/// racks as a firing would find them now.
+pub fn render_schedule(plan: &SchedulePlanReply) -> Vec<String> {
+    let mut lines = vec![fit(
+        &format!("schedule {} ({}): next firings", plan.name, plan.timezone),
+        100,
+    )];
+    if plan.firings.is_empty() {
+        lines.push("  none: it never fires again".to_owned());
+    }
+    for f in &plan.firings {
+        lines.push(fit(&format!("  {}", f.local), 100));
+        if let Some(w) = &f.window {
+            lines.push(window_line("    window", w, &plan.timezone));
+        }
+    }
+    lines.push(String::new());
+    lines.extend(render(&TaskPlanReply {
+        results: plan.racks.clone(),
+    }));
+    lines
+}
+
+fn window_line(label: &str, w: &WindowPlan, zone: &str) -> String {
+    let t = |at: &time::OffsetDateTime| flow_protocol::task::timestamp::format(*at);
+    fit(
+        &format!(
+            "{label} {} – {} (UTC; windows read in {zone}){}",
+            t(&w.opens),
+            t(&w.closes),
+            if w.open_at_firing {
+                ", open"
+            } else {
+                ", tasks wait for it"
+            }
+        ),
+        100,
+    )
 }
 
 fn outcome(o: &PlanOutcome) -> &'static str {

@@ -230,6 +230,17 @@ pub async fn run(settings: &Settings, out: Output, command: &RunCommand) -> Outc
             }
         };
         match command {
+            RunCommand::Create(a) if crate::schedule::wants_plan(&a.operation) => {
+                let body = create.ok_or_else(|| bad("no request".to_owned()))?;
+                let plan = client.call::<endpoint::RunPlan>(&body).await?;
+                if out.json {
+                    json(&plan);
+                } else {
+                    for line in crate::plan::render_run(&plan) {
+                        outln!("{line}");
+                    }
+                }
+            }
             RunCommand::Create(_) => {
                 let body = create.ok_or_else(|| bad("no request".to_owned()))?;
                 show(&client.call::<endpoint::RunCreate>(&body).await?);

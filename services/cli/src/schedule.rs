@@ -93,6 +93,16 @@ fn check_target(target: &TargetArgs, what: &str) -> Result<(), ClientError> {
     Ok(())
 }
 
+/// Whether the operation asked for `--plan`: the schedule or run is
+/// previewed, not created.
+pub(crate) fn wants_plan(operation: &OperationCommand) -> bool {
+    match operation {
+        OperationCommand::Power(a) => a.target.plan,
+        OperationCommand::Firmware(a) => a.target.plan,
+        OperationCommand::Decommission(a) => a.plan,
+    }
+}
+
 /// The task request a schedule or run (`what`) is made of: the operation
 /// as `flow power|firmware|decommission` builds it, without a request ID.
 pub(crate) fn task_request(
@@ -255,6 +265,17 @@ pub async fn schedule(settings: &Settings, out: Output, command: &ScheduleComman
         let by = |s: &String| ScheduleByRef::new(s.clone());
         let mut ok = true;
         match command {
+            ScheduleCommand::Create(a) if wants_plan(&a.operation) => {
+                let body = create.ok_or_else(|| bad("no request".to_owned()))?;
+                let plan = client.call::<endpoint::SchedulePlan>(&body).await?;
+                if out.json {
+                    json(&plan);
+                } else {
+                    for line in crate::plan::render_schedule(&plan) {
+                        outln!("{line}");
+                    }
+                }
+            }
             ScheduleCommand::Create(_) => {
                 let body = create.ok_or_else(|| bad("no request".to_owned()))?;
                 let s = client.call::<endpoint::ScheduleCreate>(&body).await?;

@@ -373,6 +373,10 @@ async fn answer(store: &Store, tasks: &TaskService, name: &str, body: &[u8]) -> 
             )
             .await
         }
+        ep::SchedulePlan::NAME => {
+            serve::<ep::SchedulePlan, _, _>(body, |r| async move { tasks.plan_schedule(r).await })
+                .await
+        }
         ep::ScheduleGet::NAME => {
             serve::<ep::ScheduleGet, _, _>(body, |r| async move {
                 store.schedule(&r.schedule).await.map_err(store_error)
@@ -574,6 +578,9 @@ async fn answer(store: &Store, tasks: &TaskService, name: &str, body: &[u8]) -> 
         }
         ep::RunCreate::NAME => {
             serve::<ep::RunCreate, _, _>(body, |r| async move { tasks.create_run(r).await }).await
+        }
+        ep::RunPlan::NAME => {
+            serve::<ep::RunPlan, _, _>(body, |r| async move { tasks.plan_run(r).await }).await
         }
         ep::RunGet::NAME => {
             serve::<ep::RunGet, _, _>(body, |r| async move {

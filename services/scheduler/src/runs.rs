@@ -84,6 +84,79 @@ impl TaskService {
     /// label) once, orders them, cuts them into phases and stores the run
     /// (`pending`, until a dispatcher starts it).
     pub async fn create_run(&self, r: RunCreate) -> Result<RunRecord, ApiError> {
+        let (run, rows) = self.build_run(r).await?;
+        let record = self
+            .store
+            .insert_run(&run, &rows)
+            .await
+            .map_err(store_error)?;
+        tracing::info!(run_id = %record.id, name = %record.name, racks = rows.len(), phases = run.phase_count, "run created");
+        self.poke_runs();
+        Ok(record)
+    }
+
+    /// `run.plan`: the run `run.create` would store — its racks in order,
+    /// cut into phases, its gates, the window it would start in — and what
+    /// each rack's task would do now ([`TaskService::plan_task`]'s per-rack
+    /// plan), creating nothing.
+    pub async fn plan_run(
+        &self,
+        r: RunCreate,
+    ) -> Result<flow_protocol::preview::RunPlanReply, ApiError> {
+        let (run, rows) = self.build_run(r).await?;
+        let mut phases: Vec<flow_protocol::preview::PhasePlan> = Vec::new();
+        for (_, rack, phase, _) in &rows {
+            // Numbered from 1, as `run.targets` numbers them.
+            let phase = u32::try_from(*phase + 1).unwrap_or(u32::MAX);
+            match phases.last_mut() {
+                Some(p) if p.phase == phase => p.racks.push(rack.clone()),
+                _ => phases.push(flow_protocol::preview::PhasePlan {
+                    phase,
+                    racks: vec![rack.clone()],
+                }),
+            }
+        }
+        let rules = calendar::window_rules(&run.windows, &run.timezone).map_err(invalid)?;
+        let now = self.store.now_ms().await.map_err(store_error)?;
+        let window = if rules.is_empty() {
+            None
+        } else {
+            calendar::window_at(&rules, now)
+                .map_err(|e| invalid(vec![format!("windows: {e}")]))?
+                .map(|o| flow_protocol::preview::WindowPlan {
+                    opens: time_of(o.start_ms),
+                    closes: time_of(o.end_ms),
+                    open_at_firing: o.contains(now),
+                })
+        };
+        let mut racks = Vec::with_capacity(rows.len());
+        for (_, rack, _, _) in &rows {
+            let mut task = run.task.clone();
+            task.request_id = format!("run-plan/{}/{rack}", run.id);
+            task.racks = vec![RackRef(rack.clone())];
+            task.labels = Default::default();
+            racks.extend(self.plan_task(&task).await?.results);
+        }
+        Ok(flow_protocol::preview::RunPlanReply {
+            name: run.name,
+            ordering: run.ordering,
+            phases,
+            max_concurrent: u32::try_from(run.max_concurrent).unwrap_or(u32::MAX),
+            gates: run.gates,
+            auto_advance: run.auto_advance,
+            timezone: run.timezone,
+            window,
+            racks,
+        })
+    }
+
+    /// The run `run.create` stores and its targets (rack ID, name, phase,
+    /// order): every check of the request, its racks resolved once,
+    /// ordered and cut into phases.
+    async fn build_run(
+        &self,
+        r: RunCreate,
+    ) -> Result<(Run, Vec<(flow_protocol::RackId, String, usize, usize)>), ApiError> {
         check_name(&r.name)?;
         let mut problems = Vec::new();
         let task = r.task.clone();
@@ -233,14 +306,7 @@ impl TaskService {
             updated_at: now,
             finished_at: None,
         };
-        let record = self
-            .store
-            .insert_run(&run, &rows)
-            .await
-            .map_err(store_error)?;
-        tracing::info!(run_id = %record.id, name = %record.name, racks = rows.len(), phases = sizes.len(), "run created");
-        self.poke_runs();
-        Ok(record)
+        Ok((run, rows))
     }
 
     /// Wakes the run dispatcher.

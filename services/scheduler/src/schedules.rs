@@ -72,6 +72,9 @@ pub(crate) fn check_name(name: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// Firings a schedule preview shows.
+const FIRINGS_SHOWN: usize = 5;
+
 fn calendar(record: &ScheduleRecord) -> Result<ScheduleCalendar, Vec<String>> {
     ScheduleCalendar::new(&record.spec, &record.timezone, &record.windows)
 }
@@ -85,6 +88,66 @@ impl TaskService {
     /// request (its targets must name something now), then stores it with
     /// its first firing time.
     pub async fn create_schedule(&self, r: ScheduleCreate) -> Result<ScheduleRecord, ApiError> {
+        let (record, _) = self.build_schedule(r).await?;
+        let stored = self
+            .store
+            .insert_schedule(&record)
+            .await
+            .map_err(store_error)?;
+        tracing::info!(schedule_id = %stored.id, name = %stored.name, spec = %stored.spec.describe(), "schedule created");
+        self.poke_schedules();
+        Ok(stored)
+    }
+
+    /// `schedule.plan`: the schedule `schedule.create` would store, its
+    /// next five firings in its zone with the window each one's tasks
+    /// get (decided as a firing decides them,
+    /// [`ScheduleCalendar::firing`]), and what its task request would do
+    /// on each rack now — creating nothing.
+    pub async fn plan_schedule(
+        &self,
+        r: ScheduleCreate,
+    ) -> Result<flow_protocol::preview::SchedulePlanReply, ApiError> {
+        let (record, cal) = self.build_schedule(r).await?;
+        let mut firings = Vec::new();
+        let mut due = record
+            .next_run_at
+            .map(|t| i64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(i64::MAX));
+        while let Some(at) = due {
+            if firings.len() == FIRINGS_SHOWN {
+                break;
+            }
+            let firing = cal
+                .firing(at, at)
+                .map_err(|e| ApiError::new(ErrorCode::Invalid, format!("windows: {e}")))?;
+            firings.push(flow_protocol::preview::FiringPlan {
+                at: time_of(at),
+                local: cal.local(at),
+                window: firing.window.map(|w| flow_protocol::preview::WindowPlan {
+                    opens: time_of(w.start_ms),
+                    closes: time_of(w.end_ms),
+                    open_at_firing: w.contains(at),
+                }),
+            });
+            due = firing.next_ms;
+        }
+        let mut task = record.task.clone();
+        task.request_id = format!("schedule-plan/{}", record.id);
+        let racks = self.plan_task(&task).await?.results;
+        Ok(flow_protocol::preview::SchedulePlanReply {
+            name: record.name,
+            timezone: record.timezone,
+            firings,
+            racks,
+        })
+    }
+
+    /// The schedule `schedule.create` stores and its calendar: every
+    /// check of the request, its first firing, its targets resolved.
+    async fn build_schedule(
+        &self,
+        r: ScheduleCreate,
+    ) -> Result<(ScheduleRecord, ScheduleCalendar), ApiError> {
         check_name(&r.name)?;
         let mut problems = Vec::new();
         let timezone = if r.timezone.is_empty() {
@@ -127,27 +190,26 @@ impl TaskService {
             created_at: time_of(now),
             updated_at: time_of(now),
         };
-        match calendar(&record) {
-            Ok(cal) => match cal.first(now) {
-                Ok(Some(first)) => record.next_run_at = Some(time_of(first)),
-                Ok(None) => problems.push("spec: it never fires".to_owned()),
-                Err(e) => problems.push(format!("spec: {e}")),
-            },
-            Err(more) => problems.extend(more),
-        }
-        if !problems.is_empty() {
+        let cal = match calendar(&record) {
+            Ok(cal) => {
+                match cal.first(now) {
+                    Ok(Some(first)) => record.next_run_at = Some(time_of(first)),
+                    Ok(None) => problems.push("spec: it never fires".to_owned()),
+                    Err(e) => problems.push(format!("spec: {e}")),
+                }
+                Some(cal)
+            }
+            Err(more) => {
+                problems.extend(more);
+                None
+            }
+        };
+        let Some(cal) = cal.filter(|_| problems.is_empty()) else {
             return Err(invalid(problems));
-        }
+        };
         // Targets that name nothing now are refused now, not at 2 a.m.
         self.targets(&record.task).await?;
-        let stored = self
-            .store
-            .insert_schedule(&record)
-            .await
-            .map_err(store_error)?;
-        tracing::info!(schedule_id = %stored.id, name = %stored.name, spec = %stored.spec.describe(), "schedule created");
-        self.poke_schedules();
-        Ok(stored)
+        Ok((record, cal))
     }
 
     /// `schedule.update`: the changes given, at the revision read.

@@ -301,6 +301,13 @@ fn endpoint_cases() -> Vec<Case> {
             Some("spec"),
         ),
         (
+            endpoint::SchedulePlan::NAME,
+            json!({"name": "s", "spec": {"kind": "interval", "every": "1h"},
+                   "task": {"racks": ["rack-01"], "operation": "power_on"}}),
+            ("name", json!(5)),
+            Some("spec"),
+        ),
+        (
             endpoint::ScheduleGet::NAME,
             json!({"schedule": "x"}),
             ("schedule", json!(5)),
@@ -350,6 +357,14 @@ fn endpoint_cases() -> Vec<Case> {
         ),
         (
             endpoint::RunCreate::NAME,
+            json!({"name": "r", "task": {"racks": ["rack-01"], "operation": "power_on"},
+                   "phases": {"equal": 1}, "max_concurrent": 1,
+                   "gates": [{"kind": "failure_count", "count": 1}]}),
+            ("max_concurrent", json!("many")),
+            Some("gates"),
+        ),
+        (
+            endpoint::RunPlan::NAME,
             json!({"name": "r", "task": {"racks": ["rack-01"], "operation": "power_on"},
                    "phases": {"equal": 1}, "max_concurrent": 1,
                    "gates": [{"kind": "failure_count", "count": 1}]}),

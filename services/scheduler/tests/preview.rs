@@ -13,6 +13,12 @@ const RACKS: usize = 3;
 const POLL: Duration = Duration::from_millis(50);
 
 async fn env(initial_power: InitialPower) -> Stack {
+    env_with(initial_power, |_| {}).await
+}
+
+/// The stack, with each rack document after the first (created by the
+/// stack) changed by `edit` before it is created.
+async fn env_with(initial_power: InitialPower, edit: impl Fn(&mut Value)) -> Stack {
     let env = Stack::builder()
         .simulator(SimConfig {
             time_scale: 0.05,
@@ -26,6 +32,8 @@ async fn env(initial_power: InitialPower) -> Stack {
         .start()
         .await;
     for rack in &env.sim().inventory()[1..] {
+        let mut rack = serde_json::to_value(rack).unwrap();
+        edit(&mut rack);
         env.ok("rack.create", json!({ "rack": rack })).await;
     }
     env
@@ -407,4 +415,129 @@ async fn a_preview_names_every_reason_a_rack_would_be_refused_or_held() {
         submitted["results"][0]["error"]["message"], p["results"][0]["problems"][0]["message"],
         "the submission refuses with the preview's first problem: {submitted}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_run_preview_shows_its_phases_and_each_racks_conflict_or_downgrade_as_created() {
+    // rack-03's compute trays run a newer firmware than the others.
+    let env = env_with(InitialPower::On, |rack| {
+        if rack["name"] == "rack-03" {
+            for c in rack["components"].as_array_mut().unwrap() {
+                if c["type"] == "Compute" {
+                    c["firmware_version"] = json!("999.0");
+                }
+            }
+        }
+    })
+    .await;
+    env.ok(
+        "rule.create",
+        json!({"name": "fw up", "operation_type": "firmware_control", "operation": "upgrade",
+               "is_default": true, "definition": {"version": "v1", "steps": [
+                {"component_type": "compute", "stage": 1,
+                 "main_operation": {"name": "FirmwareControl",
+                     "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}}]}}),
+    )
+    .await;
+    env.ok(
+        "rule.create",
+        json!({"name": "slow off", "operation_type": "power_control", "operation": "power_off",
+               "is_default": true,
+               "definition": quick(&["compute"], "off", "60s")}),
+    )
+    .await;
+    let busy = env
+        .ok(
+            "task.submit",
+            json!({"request_id": "busy", "racks": ["rack-01"], "operation": "power_off"}),
+        )
+        .await["results"][0]["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let run = json!({"name": "fw-500", "phases": {"counts": [1]}, "max_concurrent": 2,
+        "gates": [{"kind": "failure_count", "count": 1}],
+        "ordering": {"kind": "random", "seed": 7},
+        "task": {"racks": rack_names(), "operation": "upgrade", "component_types": ["Compute"],
+                 "firmware": {"Compute": {"image_uri": "http://images.local/fw-500.bin",
+                                          "version": "500.0"}}}});
+    let plan = env.ok("run.plan", run.clone()).await;
+    assert_eq!(plan["phases"].as_array().unwrap().len(), 2, "{plan}");
+    assert_eq!(plan["phases"][0]["phase"], 1);
+    assert_eq!(plan["phases"][0]["racks"].as_array().unwrap().len(), 1);
+    assert_eq!(plan["phases"][1]["racks"].as_array().unwrap().len(), 2);
+    let order: Vec<Value> = plan["phases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["racks"].as_array().unwrap().clone())
+        .collect();
+    let racks = plan["racks"].as_array().unwrap();
+    assert_eq!(
+        racks.iter().map(|r| r["rack"].clone()).collect::<Vec<_>>(),
+        order,
+        "each rack's plan in the run's order"
+    );
+    let of = |name: &str| racks.iter().find(|r| r["rack"] == name).unwrap();
+    assert_eq!(of("rack-01")["outcome"], "refused");
+    assert!(
+        problems(of("rack-01"))[0].contains(&busy),
+        "the conflicting task is named: {}",
+        of("rack-01")
+    );
+    assert_eq!(of("rack-02")["outcome"], "create", "{}", of("rack-02"));
+    assert_eq!(of("rack-02")["versions"][0]["direction"], "up");
+    assert_eq!(of("rack-03")["outcome"], "refused");
+    assert_eq!(of("rack-03")["versions"][0]["installed"], "999.0");
+    assert_eq!(of("rack-03")["versions"][0]["direction"], "down");
+    assert_eq!(
+        problems(of("rack-03")),
+        ["invalid: the images would move components' firmware the wrong way"]
+    );
+    assert_eq!(
+        env.ok("run.list", json!({})).await["runs"],
+        json!([]),
+        "nothing was created"
+    );
+    // Created with the same seed: the same targets in the same phases.
+    let created = env.ok("run.create", run).await;
+    let targets = env.ok("run.targets", json!({"run": created["id"]})).await["targets"]
+        .as_array()
+        .unwrap()
+        .clone();
+    let created_order: Vec<Value> = targets.iter().map(|t| t["rack"].clone()).collect();
+    assert_eq!(created_order, order);
+    let phases: Vec<u64> = targets
+        .iter()
+        .map(|t| t["phase"].as_u64().unwrap())
+        .collect();
+    assert_eq!(phases, [1, 2, 2]);
+    env.ok("run.cancel", json!({"run": created["id"]})).await;
+    env.ok("task.cancel", json!({"id": busy})).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_schedule_preview_shows_its_next_five_firings_in_its_zone_and_their_windows() {
+    let env = env(InitialPower::On).await;
+    let schedule = json!({"name": "nightly", "spec": {"kind": "cron", "expression": "0 2 * * *"},
+        "timezone": "Europe/Berlin",
+        "windows": [{"cron": "30 1 * * *", "duration": "2h"}],
+        "task": {"racks": ["rack-01"], "operation": "power_on"}});
+    let plan = env.ok("schedule.plan", schedule.clone()).await;
+    let firings = plan["firings"].as_array().unwrap();
+    assert_eq!(firings.len(), 5, "{plan}");
+    for f in firings {
+        let local = f["local"].as_str().unwrap();
+        assert!(local.contains("T02:00:00+01:00[Europe/Berlin]"), "{f}");
+        assert_eq!(f["window"]["open_at_firing"], true, "{f}");
+    }
+    assert_eq!(plan["racks"][0]["rack"], "rack-01");
+    assert_eq!(plan["racks"][0]["outcome"], "create", "{plan}");
+    assert_eq!(
+        env.ok("schedule.list", json!({})).await["schedules"],
+        json!([]),
+        "nothing was created"
+    );
+    let created = env.ok("schedule.create", schedule).await;
+    assert_eq!(created["next_run_at"], firings[0]["at"], "{created}");
 }

@@ -507,6 +507,13 @@ impl ScheduleCalendar {
         }
     }
 
+    /// `at_ms` in the schedule's zone (`2026-12-07T02:00:00+01:00[Europe/Berlin]`).
+    pub fn local(&self, at_ms: i64) -> String {
+        Timestamp::from_millisecond(at_ms)
+            .map(|t| t.to_zoned(self.tz.clone()).to_string())
+            .unwrap_or_else(|_| at_ms.to_string())
+    }
+
     /// The first firing of a schedule created or resumed at `from_ms`.
     pub fn first(&self, from_ms: i64) -> Result<Option<i64>, CalendarError> {
         self.recurrence.first(from_ms, &self.tz)

@@ -261,6 +261,8 @@ pub mod endpoint {
         TaskCounts = "task.counts" (Read): TaskCountsRequest => crate::task::TaskCounts;
         /// Create a schedule.
         ScheduleCreate = "schedule.create" (Change): crate::schedule::ScheduleCreate => crate::schedule::ScheduleRecord;
+        /// What `schedule.create` would store and fire, creating nothing.
+        SchedulePlan = "schedule.plan" (Read): crate::schedule::ScheduleCreate => crate::preview::SchedulePlanReply;
         /// Get a schedule.
         ScheduleGet = "schedule.get" (Read): crate::schedule::ScheduleByRef => crate::schedule::ScheduleRecord;
         /// List schedules, oldest first.
@@ -279,6 +281,9 @@ pub mod endpoint {
         ScheduleHistory = "schedule.history" (Read): crate::schedule::ScheduleByRef => crate::schedule::ScheduleHistoryReply;
         /// Create a phased rollout.
         RunCreate = "run.create" (Change): crate::run::RunCreate => crate::run::RunRecord;
+        /// What `run.create` would do: phases, order, gates, windows and
+        /// each rack's task, creating nothing.
+        RunPlan = "run.plan" (Read): crate::run::RunCreate => crate::preview::RunPlanReply;
         /// Get a run with its phases' counts.
         RunGet = "run.get" (Read): crate::run::RunByRef => crate::run::RunRecord;
         /// List runs, newest first.

@@ -169,3 +169,76 @@ pub struct VersionChange {
     /// downgrade up): refused unless `allow_version_change`.
     pub wrong_way: bool,
 }
+
+/// A window opening, as a preview shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowPlan {
+    /// When it opens.
+    #[serde(with = "crate::task::timestamp")]
+    pub opens: time::OffsetDateTime,
+    /// When it closes.
+    #[serde(with = "crate::task::timestamp")]
+    pub closes: time::OffsetDateTime,
+    /// Open at the firing (else the tasks wait for it to open).
+    pub open_at_firing: bool,
+}
+
+/// One firing of a schedule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FiringPlan {
+    /// When (UTC).
+    #[serde(with = "crate::task::timestamp")]
+    pub at: time::OffsetDateTime,
+    /// The same in the schedule's zone.
+    pub local: String,
+    /// The window its tasks get (none: the schedule has no windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowPlan>,
+}
+
+/// `schedule.plan` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SchedulePlanReply {
+    /// The schedule's name.
+    pub name: String,
+    /// Its zone.
+    pub timezone: String,
+    /// Its next firings (at most five).
+    pub firings: Vec<FiringPlan>,
+    /// What a firing's task request would do on each rack now.
+    pub racks: Vec<RackPlan>,
+}
+
+/// One phase of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PhasePlan {
+    /// Its number, from 1 (as `run.targets` numbers them).
+    pub phase: u32,
+    /// Its racks, in the order they are submitted.
+    pub racks: Vec<String>,
+}
+
+/// `run.plan` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunPlanReply {
+    /// The run's name.
+    pub name: String,
+    /// The order its racks take (a random order shows the seed that makes
+    /// it: give it to `run.create` to get this order).
+    pub ordering: crate::run::Ordering,
+    /// The phases in order.
+    pub phases: Vec<PhasePlan>,
+    /// At most this many tasks at once.
+    pub max_concurrent: u32,
+    /// The safety gates.
+    pub gates: Vec<crate::run::Gate>,
+    /// Whether phases advance without an operator.
+    pub auto_advance: bool,
+    /// The zone of its windows.
+    pub timezone: String,
+    /// The window it would start in (none: no windows).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<WindowPlan>,
+    /// What each rack's task would do now, in the run's order.
+    pub racks: Vec<RackPlan>,
+}
