@@ -553,6 +553,7 @@ async fn cancel_confirm(
             action: &format!("/tasks/{id}/cancel"),
             fields: &[],
             back: &format!("/tasks/{id}"),
+            preview: None,
         },
     )
 }
@@ -600,6 +601,15 @@ async fn power_confirm(
         op.operation().as_str(),
         record.components.len()
     );
+    // The preview: what the submission would do, from its own checks
+    // (`task.plan`), before the operator confirms.
+    let preview = state
+        .client
+        .call::<endpoint::TaskPlan>(&power_request(&record.name, op.operation(), &user))
+        .await?
+        .results
+        .into_iter()
+        .next();
     confirm_page(
         &state,
         user,
@@ -611,22 +621,16 @@ async fn power_confirm(
             action: &format!("/racks/{}/power", record.id),
             fields: &[("op", op.as_str())],
             back: "/",
+            preview: preview.as_ref(),
         },
     )
 }
 
-async fn power(
-    State(state): State<AppState>,
-    Extension(user): Extension<User>,
-    headers: HeaderMap,
-    Path(rack): Path<String>,
-    Form(form): Form<ActionForm<actions::Power>>,
-) -> PageResult {
-    may_act(&state, &user, &headers, &form.csrf)?;
-    let operation = form.act.operation();
-    let request = TaskSubmit {
+/// The task request the console's power buttons submit.
+fn power_request(rack: &str, operation: flow_rules::OperationCode, user: &User) -> TaskSubmit {
+    TaskSubmit {
         request_id: format!("console-{}", uuid::Uuid::new_v4()),
-        racks: vec![RackRef(rack.clone())],
+        racks: vec![RackRef(rack.to_owned())],
         labels: Default::default(),
         components: Vec::new(),
         component_types: Vec::new(),
@@ -642,7 +646,19 @@ async fn power(
         reason: None,
         not_before: None,
         not_after: None,
-    };
+    }
+}
+
+async fn power(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(rack): Path<String>,
+    Form(form): Form<ActionForm<actions::Power>>,
+) -> PageResult {
+    may_act(&state, &user, &headers, &form.csrf)?;
+    let operation = form.act.operation();
+    let request = power_request(&rack, operation, &user);
     let reply = state
         .client
         .call_as::<endpoint::TaskSubmit>(&actor(&user), &request)
@@ -731,6 +747,7 @@ async fn run_confirm(
             action: &format!("/runs/{}/act", record.id),
             fields: &[("do", q.act.as_str())],
             back: &format!("/runs/{}", record.id),
+            preview: None,
         },
     )
 }
@@ -848,6 +865,7 @@ async fn schedule_confirm(
             action: &format!("/schedules/{}/act", record.id),
             fields: &[("do", q.act.as_str())],
             back: &format!("/schedules/{}", record.id),
+            preview: None,
         },
     )
 }

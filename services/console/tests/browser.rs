@@ -527,6 +527,11 @@ async fn actions_need_an_operator_this_consoles_token_and_its_origin() {
         .text()
         .await
         .unwrap();
+    // It previews what the submission would do before the button.
+    assert!(
+        confirm.contains("<h2>Preview</h2>") && confirm.contains("would create a task"),
+        "{confirm}"
+    );
     let csrf = confirm
         .split("name=\"csrf\" value=\"")
         .nth(1)
