@@ -122,7 +122,6 @@ enum Command {
         #[arg(long, default_value_t = 120)]
         long_task_seconds: u64,
     },
-    /// Power-cycle racks under faults and check nothing was lost.
     /// A site powered on unbudgeted, then with each row's budget set from
     /// the first run's peaks: peaks and trips from the simulator's record.
     Power {
@@ -137,6 +136,7 @@ enum Command {
         #[arg(long, default_value_t = 0.6)]
         fraction: f64,
     },
+    /// Power-cycle racks under faults and check nothing was lost.
     Drill {
         /// Racks.
         #[arg(long, default_value_t = 50)]
