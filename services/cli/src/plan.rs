@@ -9,6 +9,7 @@ use std::time::Duration;
 use flow_protocol::preview::{
     PlanOutcome, RackPlan, RunPlanReply, SchedulePlanReply, TaskPlanReply, VersionMove, WindowPlan,
 };
+use flow_protocol::run::Ordering;
 use flow_rules::duration::format_short;
 
 /// Lines of the plan as an operator reads it.
@@ -22,9 +23,12 @@ pub fn render(reply: &TaskPlanReply) -> Vec<String> {
 /// A run's preview: its phases and gates, then its racks.
 pub fn render_run(plan: &RunPlanReply) -> Vec<String> {
     let racks: usize = plan.phases.iter().map(|p| p.racks.len()).sum();
-    let order = serde_json::to_value(&plan.ordering)
-        .map(|v| v.to_string())
-        .unwrap_or_default();
+    let order = match &plan.ordering {
+        Ordering::Random { seed: Some(seed) } => format!("random (seed {seed})"),
+        Ordering::Random { seed: None } => "random".to_owned(),
+        Ordering::RowByRow => "row by row".to_owned(),
+        Ordering::RoundRobinRows => "round robin over rows".to_owned(),
+    };
     let mut lines = vec![
         fit(
             &format!(
@@ -38,13 +42,15 @@ pub fn render_run(plan: &RunPlanReply) -> Vec<String> {
             &format!(
                 "  at most {} at once; gates {}; {}",
                 plan.max_concurrent,
-                serde_json::to_value(&plan.gates)
-                    .map(|v| v.to_string())
-                    .unwrap_or_default(),
+                plan.gates
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
                 if plan.auto_advance {
                     "phases advance on their own"
                 } else {
-                    "each phase waits for `flow run advance`"
+                    "phases wait for `flow run advance`"
                 }
             ),
             100,
@@ -91,16 +97,25 @@ pub fn render_schedule(plan: &SchedulePlanReply) -> Vec<String> {
 }
 
 fn window_line(label: &str, w: &WindowPlan, zone: &str) -> String {
-    let t = |at: &time::OffsetDateTime| flow_protocol::task::timestamp::format(*at);
+    let t = |at: &time::OffsetDateTime| {
+        format!(
+            "{}-{:02}-{:02} {:02}:{:02}",
+            at.year(),
+            u8::from(at.month()),
+            at.day(),
+            at.hour(),
+            at.minute()
+        )
+    };
     fit(
         &format!(
-            "{label} {} – {} (UTC; windows read in {zone}){}",
+            "{label} {} – {} UTC (windows in {zone}){}",
             t(&w.opens),
             t(&w.closes),
             if w.open_at_firing {
-                ", open"
+                ": open"
             } else {
-                ", tasks wait for it"
+                ": tasks wait for it"
             }
         ),
         100,
@@ -128,6 +143,20 @@ fn fit(text: &str, width: usize) -> String {
     let mut s: String = text.chars().take(width.saturating_sub(1)).collect();
     s.push('…');
     s
+}
+
+/// A problem's details: the first few, then how many more.
+fn details(list: &[String], indent: &str) -> Vec<String> {
+    const SHOWN: usize = 3;
+    let mut out: Vec<String> = list
+        .iter()
+        .take(SHOWN)
+        .map(|d| fit(&format!("{indent}{d}"), 100))
+        .collect();
+    if list.len() > SHOWN {
+        out.push(format!("{indent}… {} more", list.len() - SHOWN));
+    }
+    out
 }
 
 /// Names, as many as fit in `width`, then how many more.
@@ -199,6 +228,8 @@ fn rack(p: &RackPlan) -> Vec<String> {
             }
         }
     }
+    // Components moving alike on one line.
+    let mut moves: Vec<(String, Vec<String>)> = Vec::new();
     for v in &p.versions {
         let way = match v.direction {
             VersionMove::Up => "up",
@@ -212,19 +243,25 @@ fn rack(p: &RackPlan) -> Vec<String> {
             v.installed.as_str()
         };
         let wrong = if v.wrong_way { ", the wrong way" } else { "" };
+        let key = format!("{installed} → {} ({way}{wrong})", v.target);
+        match moves.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, names)) => names.push(v.component.clone()),
+            None => moves.push((key, vec![v.component.clone()])),
+        }
+    }
+    for (key, components) in &moves {
         lines.push(fit(
             &format!(
-                "  version   {:<14} {installed} → {} ({way}{wrong})",
-                v.component, v.target
+                "  version   {:>2} × {key}: {}",
+                components.len(),
+                names(components, 40)
             ),
             100,
         ));
     }
     for e in &p.problems {
         lines.push(fit(&format!("  problem   {}", e.message), 100));
-        for d in &e.details {
-            lines.push(fit(&format!("            {d}"), 100));
-        }
+        lines.extend(details(&e.details, "            "));
     }
     for h in &p.holds {
         lines.push(fit(&format!("  hold      {h}"), 100));
@@ -250,8 +287,8 @@ fn summary(plans: &[RackPlan]) -> Vec<String> {
             .join(", ")
     )];
     lines.push(format!(
-        "{:<16} {:<20} {:<24} {:>9}  {}",
-        "RACK", "OUTCOME", "RULE", "AT LEAST", "NOTE"
+        "{:<12} {:<20} {:>8}  {:<22} {}",
+        "RACK", "OUTCOME", "AT LEAST", "RULE", "NOTE"
     ));
     for p in plans.iter().take(RACK_LINES) {
         let note = p
@@ -269,15 +306,15 @@ fn summary(plans: &[RackPlan]) -> Vec<String> {
             })
             .unwrap_or_default();
         let line = format!(
-            "{:<16} {:<20} {:<24} {:>9}  {note}",
-            fit(&p.rack, 16),
+            "{:<12} {:<20} {:>8}  {:<22} {note}",
+            fit(&p.rack, 12),
             outcome(&p.outcome),
-            fit(p.rule.as_ref().map_or("-", |r| r.name.as_str()), 24),
             if p.stages.is_empty() {
                 "-".to_owned()
             } else {
                 ms(p.expected_ms)
-            }
+            },
+            fit(p.rule.as_ref().map_or("-", |r| r.name.as_str()), 22),
         );
         lines.push(fit(&line, 100));
     }
@@ -292,7 +329,7 @@ fn summary(plans: &[RackPlan]) -> Vec<String> {
         .flat_map(|p| {
             p.problems.iter().flat_map(move |e| {
                 std::iter::once(format!("{}: {}", p.rack, e.message))
-                    .chain(e.details.iter().map(|d| format!("  {d}")))
+                    .chain(details(&e.details, "  "))
             })
         })
         .collect();
@@ -309,6 +346,7 @@ mod tests {
     use super::*;
     use flow_protocol::api::{ApiError, ErrorCode};
     use flow_protocol::preview::{StagePlan, StepPlan, VersionChange};
+    use flow_protocol::run::Ordering;
     use flow_rules::ComponentType;
 
     fn plan(rack: &str, outcome: PlanOutcome) -> RackPlan {
