@@ -346,7 +346,6 @@ mod tests {
     use super::*;
     use flow_protocol::api::{ApiError, ErrorCode};
     use flow_protocol::preview::{StagePlan, StepPlan, VersionChange};
-    use flow_protocol::run::Ordering;
     use flow_rules::ComponentType;
 
     fn plan(rack: &str, outcome: PlanOutcome) -> RackPlan {

@@ -138,7 +138,7 @@ fn result_gen(state: &TaskState, step_index: u32, generation: u32, outcome: Step
                     ComponentResult {
                         status: ComponentOutcome::Done,
                         result: "sent On".into(),
-                        attempts: 1,
+                        calls: 1,
                         error: None,
                         actions: Vec::new(),
                         installed_version: None,

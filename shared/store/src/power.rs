@@ -73,6 +73,10 @@ fn unsigned(v: i64) -> u64 {
 /// A domain's limits: name, budget W, shelves-off cap, spacing ms.
 type DomainRow = (String, Option<i64>, Option<i32>, Option<i64>);
 
+/// A domain's limits as shown: budget W, shelves-off cap, spacing ms, last
+/// change.
+type LimitsRow = (Option<i64>, Option<i32>, Option<i64>, OffsetDateTime);
+
 impl Store {
     /// Creates a domain or replaces its limits.
     pub async fn set_power_domain(
@@ -657,7 +661,7 @@ async fn domain_record(
     conn: &mut PgConnection,
     name: &DomainName,
 ) -> Result<PowerDomainRecord, StoreError> {
-    let row: Option<(Option<i64>, Option<i32>, Option<i64>, OffsetDateTime)> = sqlx::query_as(
+    let row: Option<LimitsRow> = sqlx::query_as(
         "SELECT budget_w, max_shelves_off, min_spacing_ms, updated_at FROM power_domains \
          WHERE name = $1",
     )
