@@ -20,6 +20,7 @@
 
 mod api;
 mod cluster;
+mod cost;
 mod cpu;
 mod drill;
 mod ideal;
@@ -279,8 +280,8 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
                     let _ = std::fs::remove_dir_all(&work);
                 }
                 eprintln!(
-                    "   makespan {:.1} s (ideal {:.1} s), {:.1} jobs/s, {:.1} calls/s",
-                    r.makespan_s, r.ideal_s, r.jobs_per_s, r.calls_per_s
+                    "   makespan {:.1} s (ideal {:.1} s, polled {:.1} s), {:.1} jobs/s, {:.1} calls/s",
+                    r.makespan_s, r.ideal_s, r.polled_ideal_s, r.jobs_per_s, r.calls_per_s
                 );
                 reports.push(r);
             }
@@ -291,6 +292,8 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
             println!("{}", report::cpu_table(&reports));
             println!();
             println!("{}", report::writes_table(&reports));
+            println!();
+            println!("{}", report::cost_table(&reports));
             if let Some(path) = &cli.tools.json {
                 std::fs::write(path, serde_json::to_vec_pretty(&reports)?)?;
             }

@@ -25,6 +25,7 @@ pub fn table(reports: &[Report]) -> String {
         "makespan s",
         "ideal s",
         "ratio",
+        "polled ideal s (ratio)",
         "stage adv p50/p99/max ms",
         "jobs/s",
         "calls/s",
@@ -44,6 +45,7 @@ pub fn table(reports: &[Report]) -> String {
             f1(r.makespan_s),
             f1(r.ideal_s),
             format!("{:.2}", r.ratio),
+            format!("{} ({:.2})", f1(r.polled_ideal_s), r.polled_ratio),
             format!(
                 "{:.0}/{:.0}/{:.0}",
                 r.stage_advance.p50_ms, r.stage_advance.p99_ms, r.stage_advance.max_ms
@@ -166,6 +168,45 @@ pub fn writes_table(reports: &[Report]) -> String {
             f1(w.pg_commits_per_job),
             f1(w.pg_rows_per_job),
             f1(w.pg_wal_syncs_per_job),
+        ]);
+    }
+    t.to_string()
+}
+
+/// What an operation cost, one row per scenario, the goals beside
+/// (`services/bench/src/cost.rs`).
+pub fn cost_table(reports: &[Report]) -> String {
+    use crate::cost::{GOAL_CONTROL_MS_PER_COMPONENT, GOAL_JS_WRITES_PER_JOB, GOAL_WORKER_VS_RAW};
+    let mut t = Table::new();
+    t.load_preset(ASCII_MARKDOWN);
+    t.set_header([
+        "scenario".to_owned(),
+        "components".to_owned(),
+        format!("control plane ms/component (goal ≤ {GOAL_CONTROL_MS_PER_COMPONENT})"),
+        "control plane ms/job (nats)".to_owned(),
+        format!("JS writes/job (goal ≤ {GOAL_JS_WRITES_PER_JOB})"),
+        "worker ms/component".to_owned(),
+        "worker µs/request".to_owned(),
+        "raw client µs/request".to_owned(),
+        format!("worker/raw (goal ≤ {GOAL_WORKER_VS_RAW})"),
+        "simulator µs/request (raw loop)".to_owned(),
+    ]);
+    for r in reports {
+        let c = &r.cost;
+        t.add_row([
+            r.scenario.name.clone(),
+            c.components.to_string(),
+            format!("{:.3}", c.control_ms_per_component),
+            format!("{:.2} ({:.2})", c.control_ms_per_job, c.nats_ms_per_job),
+            f1(r.writes.js_writes_per_job),
+            format!("{:.3}", c.worker_ms_per_component),
+            format!("{:.0}", c.worker_us_per_request),
+            format!("{:.0}", c.raw.client_us_per_request),
+            format!("{:.2}", c.worker_vs_raw),
+            format!(
+                "{:.0} ({:.0})",
+                c.simulator_us_per_request, c.raw.simulator_us_per_request
+            ),
         ]);
     }
     t.to_string()

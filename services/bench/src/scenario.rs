@@ -16,6 +16,7 @@ use serde::Serialize;
 use crate::api;
 use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools};
 use crate::cpu::{CpuReading, CpuWindow, Saturation};
+use crate::cost::{Costs, raw_http};
 use crate::ideal::{Ideal, ideal};
 use crate::measure::{RawRate, Results, Spread, raw_jetstream, stage_advance};
 use crate::writes::Writes;
@@ -179,12 +180,23 @@ pub struct Report {
     pub failures: Vec<String>,
     /// First submission → last task finished, seconds.
     pub makespan_s: f64,
-    /// The ideal of one rack (racks are independent), seconds.
+    /// The physical ideal of one rack (racks are independent): the
+    /// hardware's timing and the rule's sleeps, seconds
+    /// (`services/bench/src/ideal.rs`).
     pub ideal_s: f64,
-    /// makespan / ideal.
+    /// makespan / ideal: at least 1.
     pub ratio: f64,
     /// Ideal per stage, seconds.
     pub ideal_stages_s: Vec<f64>,
+    /// The polled ideal (waits rounded up to poll intervals), the figure
+    /// reported before 2026-12-06, seconds.
+    pub polled_ideal_s: f64,
+    /// makespan / polled ideal, to compare with earlier runs.
+    pub polled_ratio: f64,
+    /// What the control plane and the workers spent per operation, beside
+    /// the simulator's and a raw HTTP client's cost per request
+    /// (`services/bench/src/cost.rs`).
+    pub cost: Costs,
     /// Last result of a stage → first job of the next starting on a worker.
     pub stage_advance: Spread,
     /// Step jobs finished.
@@ -309,7 +321,7 @@ async fn measure(
             tasks += 1;
         }
     }
-    let limit = ideal.total * 4 + Duration::from_secs(180);
+    let limit = ideal.polled_total * 4 + Duration::from_secs(180);
     let statuses = wait_finished(cluster, tasks, limit).await?;
     let wall = started.elapsed();
     let cpu = CpuWindow::between(&cpu_before, &CpuReading::now(cluster), saturation);
@@ -340,9 +352,12 @@ async fn measure(
     let step_jobs = last.len();
     let hardware_calls: u64 = last.values().map(|r| r.calls).sum();
     let sim = cluster.sim_state().await?;
-    // Before the raw measurement, whose messages are not the run's.
+    let components: usize = last.values().map(|r| r.components.len()).sum();
+    // Before the raw measurements, whose messages and requests are not the
+    // run's.
     let after = cluster.writes_reading().await?;
     let raw = raw_jetstream(&cluster.nats, s.raw_messages, 2048).await?;
+    let raw_http = raw_http(cluster).await?;
     let secs = makespan.as_secs_f64();
     let jobs_per_s = step_jobs as f64 / secs;
     Ok(Report {
@@ -354,6 +369,9 @@ async fn measure(
         ideal_s: ideal.total.as_secs_f64(),
         ratio: secs / ideal.total.as_secs_f64().max(f64::EPSILON),
         ideal_stages_s: ideal.stages.iter().map(Duration::as_secs_f64).collect(),
+        polled_ideal_s: ideal.polled_total.as_secs_f64(),
+        polled_ratio: secs / ideal.polled_total.as_secs_f64().max(f64::EPSILON),
+        cost: Costs::of(&cpu, components, step_jobs, sim.requests_total, raw_http),
         stage_advance: stage_advance(&seen, &stage_of),
         step_jobs,
         jobs_per_s,
