@@ -121,7 +121,11 @@ pub async fn raw_http(cluster: &Cluster) -> anyhow::Result<RawHttp> {
     let url = format!("{}/redfish/v1/Chassis", bmc.trim_end_matches('/'));
     let http = reqwest::Client::new();
     // One request first: a connection, and a check that it answers.
-    let first = http.get(&url).basic_auth("root", Some("0penBmc")).send().await?;
+    let first = http
+        .get(&url)
+        .basic_auth("root", Some("0penBmc"))
+        .send()
+        .await?;
     anyhow::ensure!(
         first.status().is_success(),
         "the raw client's {url} answered {}",
@@ -134,7 +138,11 @@ pub async fn raw_http(cluster: &Cluster) -> anyhow::Result<RawHttp> {
     let next = std::sync::atomic::AtomicUsize::new(0);
     let one = || async {
         while next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) < RAW_REQUESTS {
-            let r = http.get(&url).basic_auth("root", Some("0penBmc")).send().await?;
+            let r = http
+                .get(&url)
+                .basic_auth("root", Some("0penBmc"))
+                .send()
+                .await?;
             r.bytes().await?;
         }
         Ok::<_, reqwest::Error>(())

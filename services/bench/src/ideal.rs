@@ -259,7 +259,10 @@ mod tests {
         assert_eq!(i.stages[0], boot.max(t.shelf_on.mul_f64(0.05)) + s(30));
         assert_eq!(i.stages[1], t.power_on.mul_f64(0.05));
         assert_eq!(i.stages[2], t.power_on.mul_f64(0.05));
-        assert!(i.total < i.polled_total && i.total > s(30) + ms(500), "{i:?}");
+        assert!(
+            i.total < i.polled_total && i.total > s(30) + ms(500),
+            "{i:?}"
+        );
     }
 
     #[test]

@@ -301,7 +301,12 @@ async fn measure(
                 .collect();
             // The polled ideal, as this scenario's published figures used
             // (`services/bench/src/ideal.rs`).
-            budget_bound(ideal.polled_total, &per_row_counts, headroom, spec.time_scale)
+            budget_bound(
+                ideal.polled_total,
+                &per_row_counts,
+                headroom,
+                spec.time_scale,
+            )
         }
         None => ideal.polled_total,
     };

@@ -15,8 +15,8 @@ use serde::Serialize;
 
 use crate::api;
 use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools};
-use crate::cpu::{CpuReading, CpuWindow, Saturation};
 use crate::cost::{Costs, raw_http};
+use crate::cpu::{CpuReading, CpuWindow, Saturation};
 use crate::ideal::{Ideal, ideal};
 use crate::measure::{RawRate, Results, Spread, raw_jetstream, stage_advance};
 use crate::writes::Writes;
