@@ -13,6 +13,18 @@ fn f2(x: f64) -> String {
     format!("{x:.2}")
 }
 
+/// Ideals below this are a zero-latency scenario's (the throughput
+/// scenarios): its ratio says nothing about the run, and is not shown.
+const MEANINGFUL_IDEAL_S: f64 = 0.1;
+
+fn ratio(ideal_s: f64, ratio: f64) -> String {
+    if ideal_s < MEANINGFUL_IDEAL_S {
+        "–".to_owned()
+    } else {
+        format!("{ratio:.2}")
+    }
+}
+
 /// The summary table, one row per scenario.
 pub fn table(reports: &[Report]) -> String {
     let mut t = Table::new();
@@ -44,8 +56,8 @@ pub fn table(reports: &[Report]) -> String {
             format!("{ok}/{}", r.tasks),
             f1(r.makespan_s),
             f1(r.ideal_s),
-            format!("{:.2}", r.ratio),
-            format!("{} ({:.2})", f1(r.polled_ideal_s), r.polled_ratio),
+            ratio(r.ideal_s, r.ratio),
+            format!("{} ({})", f1(r.polled_ideal_s), ratio(r.polled_ideal_s, r.polled_ratio)),
             format!(
                 "{:.0}/{:.0}/{:.0}",
                 r.stage_advance.p50_ms, r.stage_advance.p99_ms, r.stage_advance.max_ms
