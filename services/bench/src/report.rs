@@ -57,7 +57,11 @@ pub fn table(reports: &[Report]) -> String {
             f1(r.makespan_s),
             f1(r.ideal_s),
             ratio(r.ideal_s, r.ratio),
-            format!("{} ({})", f1(r.polled_ideal_s), ratio(r.polled_ideal_s, r.polled_ratio)),
+            format!(
+                "{} ({})",
+                f1(r.polled_ideal_s),
+                ratio(r.polled_ideal_s, r.polled_ratio)
+            ),
             format!(
                 "{:.0}/{:.0}/{:.0}",
                 r.stage_advance.p50_ms, r.stage_advance.p99_ms, r.stage_advance.max_ms

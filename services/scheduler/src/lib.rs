@@ -114,9 +114,11 @@ impl Scheduler {
         let mut loops = Vec::new();
         let tasks = match metrics {
             Some(metrics) => {
-                loops.push(tokio::spawn(
-                    metrics.clone().run_refresh(store.clone(), stop.clone()),
-                ));
+                loops.push(tokio::spawn(metrics.clone().run_refresh(
+                    store.clone(),
+                    js.clone(),
+                    stop.clone(),
+                )));
                 TaskService::with_metrics(store.clone(), js, metrics)
             }
             None => TaskService::new(store.clone(), js),

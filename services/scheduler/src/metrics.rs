@@ -89,6 +89,11 @@ pub struct SchedulerMetrics {
     pub outbox_published: Counter,
     /// Outbox messages not yet published (database).
     pub outbox_pending: Gauge,
+    /// Messages kept on FLOW_PARKED now (bounded, the oldest discarded
+    /// first: `flow_protocol::jobs::PARKED_MAX_MESSAGES`).
+    pub parked_messages: Gauge,
+    /// Bytes kept on FLOW_PARKED now.
+    pub parked_bytes: Gauge,
     /// Submissions per rack by outcome: `accepted`, `queued`, `duplicate`,
     /// `rejected`.
     pub submissions: Family<OutcomeLabels, Counter>,
@@ -128,6 +133,8 @@ impl SchedulerMetrics {
             results: Family::default(),
             outbox_published: Counter::default(),
             outbox_pending: Gauge::default(),
+            parked_messages: Gauge::default(),
+            parked_bytes: Gauge::default(),
             submissions: Family::default(),
             messages_parked: Family::default(),
             steps_overdue: Gauge::default(),
@@ -187,6 +194,16 @@ impl SchedulerMetrics {
             "outbox_pending",
             "Outbox messages not yet published (refreshed from the database)",
             m.outbox_pending.clone(),
+        );
+        r.register(
+            "parked_messages",
+            "Messages kept on FLOW_PARKED now (bounded; refreshed from JetStream)",
+            m.parked_messages.clone(),
+        );
+        r.register(
+            "parked_bytes",
+            "Bytes kept on FLOW_PARKED now (bounded; refreshed from JetStream)",
+            m.parked_bytes.clone(),
         );
         r.register(
             "submissions",
@@ -361,11 +378,33 @@ impl SchedulerMetrics {
         Ok(())
     }
 
+    /// Reads FLOW_PARKED's size once.
+    pub async fn refresh_parked(
+        &self,
+        js: &async_nats::jetstream::Context,
+    ) -> Result<(), async_nats::Error> {
+        let mut parked = js.get_stream(flow_protocol::jobs::STREAM_PARKED).await?;
+        let state = parked.info().await?.state.clone();
+        self.parked_messages
+            .set(i64::try_from(state.messages).unwrap_or(i64::MAX));
+        self.parked_bytes
+            .set(i64::try_from(state.bytes).unwrap_or(i64::MAX));
+        Ok(())
+    }
+
     /// Refreshes the gauges every [`GAUGE_REFRESH`] until `stop`.
-    pub async fn run_refresh(self, store: Store, stop: CancellationToken) {
+    pub async fn run_refresh(
+        self,
+        store: Store,
+        js: async_nats::jetstream::Context,
+        stop: CancellationToken,
+    ) {
         loop {
             if let Err(error) = self.refresh(&store).await {
                 tracing::warn!(error = %ErrorChain(&error), "metrics refresh failed");
+            }
+            if let Err(error) = self.refresh_parked(&js).await {
+                tracing::warn!(error = %error, "FLOW_PARKED size not read");
             }
             tokio::select! {
                 // Cancel-safe: both only wait.

@@ -128,6 +128,38 @@ async fn the_binary_serves_metrics_on_the_logged_address() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // A malformed submission is parked; FLOW_PARKED's size follows.
+    let page = reqwest::get(format!("http://{addr}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .unwrap();
+    assert!(page.contains("\nflow_parked_messages 0\n"), "{page}");
+    let js = async_nats::jetstream::new(client.clone());
+    js.publish("flow.tasks.submit", "not json".into())
+        .await
+        .expect("publish")
+        .await
+        .expect("stored");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let page = reqwest::get(format!("http://{addr}/metrics"))
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .unwrap();
+        if page.contains("\nflow_parked_messages 1\n") {
+            assert!(!page.contains("\nflow_parked_bytes 0\n"), "{page}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the parked message is not counted:\n{page}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     let pid = child.id().expect("pid").to_string();
     let killed = std::process::Command::new("kill")

@@ -10,7 +10,8 @@ use std::time::Duration;
 use async_nats::jetstream::{self, consumer, stream};
 use flow_protocol::jobs::{
     BUCKET_JOB_STATE, CONSUMER_SCHEDULER, CONSUMER_SUBMIT, CONSUMER_WORKERS, PARKED_MAX_AGE,
-    STREAM_EVENTS, STREAM_JOBS, STREAM_PARKED, STREAM_RESULTS, STREAM_TASKS, SUBJECT_SUBMIT,
+    PARKED_MAX_BYTES, PARKED_MAX_MESSAGES, STREAM_EVENTS, STREAM_JOBS, STREAM_PARKED,
+    STREAM_RESULTS, STREAM_TASKS, SUBJECT_SUBMIT,
 };
 use flow_protocol::partition::{BUCKET_WORKERS, Partition, UNPARTITIONED_FILTER};
 use flow_protocol::state::{STATE_SUBJECTS, STREAM_STATE};
@@ -200,27 +201,76 @@ fn limits(name: &str, subjects: &str, max_age: Duration) -> stream::Config {
     }
 }
 
+/// The bound on [`STREAM_PARKED`]: at most this many bytes and messages,
+/// the oldest discarded first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParkedBound {
+    /// Bytes.
+    pub max_bytes: i64,
+    /// Messages.
+    pub max_messages: i64,
+}
+
+impl ParkedBound {
+    /// Flow's bound ([`PARKED_MAX_BYTES`], [`PARKED_MAX_MESSAGES`]).
+    pub const DEFAULT: ParkedBound = ParkedBound {
+        max_bytes: PARKED_MAX_BYTES,
+        max_messages: PARKED_MAX_MESSAGES,
+    };
+}
+
+/// The parked stream: kept [`PARKED_MAX_AGE`] and within `bound`, the
+/// oldest messages discarded first.
+fn parked(bound: ParkedBound) -> stream::Config {
+    stream::Config {
+        max_bytes: bound.max_bytes,
+        max_messages: bound.max_messages,
+        discard: stream::DiscardPolicy::Old,
+        ..limits(STREAM_PARKED, PARKED_SUBJECTS, PARKED_MAX_AGE)
+    }
+}
+
+/// Creates [`STREAM_PARKED`] within `bound`, or brings an existing one to
+/// it (one created before the bound was unbounded).
+pub async fn ensure_parked(
+    js: &jetstream::Context,
+    topology: &Topology,
+    bound: ParkedBound,
+) -> Result<stream::Stream, TopologyError> {
+    stream(js, topology, parked(bound)).await
+}
+
 /// The stream as configured: created when missing; when it exists with
-/// other replicas or placement, updated to them ([`reconcile`]).
+/// other replicas, placement or limits, updated to them ([`reconcile`]).
 async fn stream(
     js: &jetstream::Context,
     topology: &Topology,
     config: stream::Config,
 ) -> Result<stream::Stream, TopologyError> {
     let name = config.name.clone();
+    let wanted = topology.place(config);
     let found = js
-        .get_or_create_stream(topology.place(config))
+        .get_or_create_stream(wanted.clone())
         .await
         .map_err(|e| create(format!("stream {name}"))(e.into()))?;
-    reconcile(js, topology, found).await
+    reconcile(js, topology, found, &wanted).await
 }
 
-/// An existing stream brought to the configured replicas and placement
-/// (with a warning), from the info it was fetched with.
+/// Whether `have` lacks a limit `want` sets (limits `want` leaves unset
+/// are not compared: the server reports its own defaults for them).
+fn limits_differ(have: &stream::Config, want: &stream::Config) -> bool {
+    (want.max_bytes > 0 && have.max_bytes != want.max_bytes)
+        || (want.max_messages > 0 && have.max_messages != want.max_messages)
+        || (!want.max_age.is_zero() && have.max_age != want.max_age)
+}
+
+/// An existing stream brought to the configured replicas, placement and
+/// limits (with a warning), from the info it was fetched with.
 async fn reconcile(
     js: &jetstream::Context,
     topology: &Topology,
     found: stream::Stream,
+    wanted: &stream::Config,
 ) -> Result<stream::Stream, TopologyError> {
     let info = found.cached_info();
     let name = info.config.name.clone();
@@ -232,7 +282,8 @@ async fn reconcile(
         .filter(|p| !p.tags.is_empty());
     let want_placement = topology.placement();
     let same_placement = placement.map(|p| &p.tags) == want_placement.as_ref().map(|p| &p.tags);
-    if have == topology.replicas && same_placement {
+    let limits = limits_differ(&info.config, wanted);
+    if have == topology.replicas && same_placement && !limits {
         return Ok(found);
     }
     tracing::warn!(
@@ -240,13 +291,21 @@ async fn reconcile(
         have,
         want = topology.replicas,
         placement = ?want_placement.as_ref().map(|p| &p.tags),
-        "stream's replicas or placement differ from the configuration: updating it"
+        max_bytes = wanted.max_bytes,
+        max_messages = wanted.max_messages,
+        "stream's replicas, placement or limits differ from the configuration: updating it"
     );
-    let update = stream::Config {
+    let mut update = stream::Config {
         num_replicas: topology.replicas,
         placement: want_placement,
         ..info.config.clone()
     };
+    if limits {
+        update.max_bytes = wanted.max_bytes;
+        update.max_messages = wanted.max_messages;
+        update.max_age = wanted.max_age;
+        update.discard = wanted.discard;
+    }
     js.update_stream(update)
         .await
         .map_err(|e| TopologyError::Replicas {
@@ -289,12 +348,7 @@ pub async fn ensure(js: &jetstream::Context, topology: &Topology) -> Result<(), 
         limits(STREAM_EVENTS, EVENT_SUBJECTS, EVENTS_MAX_AGE),
     )
     .await?;
-    stream(
-        js,
-        topology,
-        limits(STREAM_PARKED, PARKED_SUBJECTS, PARKED_MAX_AGE),
-    )
-    .await?;
+    ensure_parked(js, topology, ParkedBound::DEFAULT).await?;
     durable_on(
         &results,
         CONSUMER_SCHEDULER,
@@ -414,7 +468,12 @@ async fn bucket(
     let name = bucket_stream(&config.bucket);
     let what = format!("bucket {}", config.bucket);
     match js.get_stream(&name).await {
-        Ok(existing) => reconcile(js, topology, existing).await.map(drop),
+        Ok(existing) => {
+            // A bucket's limits are its own: only replicas and placement
+            // are brought to the configuration.
+            let own = existing.cached_info().config.clone();
+            reconcile(js, topology, existing, &own).await.map(drop)
+        }
         Err(e)
             if matches!(
                 e.kind(),

@@ -196,6 +196,11 @@ pub const STREAM_PARKED: &str = "FLOW_PARKED";
 /// How long parked messages are kept: long enough for an operator to notice
 /// (`flow status` shows the count) and replay or discard them.
 pub const PARKED_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
+/// The most bytes [`STREAM_PARKED`] keeps: past it the oldest parked
+/// messages go first, so a flood of garbage cannot fill the disk.
+pub const PARKED_MAX_BYTES: i64 = 1 << 30;
+/// The most messages [`STREAM_PARKED`] keeps (the oldest go first).
+pub const PARKED_MAX_MESSAGES: i64 = 1_000_000;
 /// The workers' durable pull consumer on [`STREAM_JOBS`] for jobs
 /// published before partitions (`flow.jobs.<type>`); each partition's is
 /// `flow-workers-<partition>` ([`crate::partition::Partition::consumer`]).
