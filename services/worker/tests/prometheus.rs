@@ -300,6 +300,60 @@ async fn prometheus_scrapes_the_stack_with_the_shipped_config_and_sees_the_task(
         |v| v >= 1.0,
     )
     .await;
+    // A power domain and a hardware event, so that their families have
+    // samples too; then every dashboard query runs, and reads only
+    // metrics Prometheus scraped from the services.
+    call(
+        client,
+        "power_domain.set",
+        json!({"name": "row=A", "budget_kw": 1000}),
+    )
+    .await;
+    call(
+        client,
+        "event.publish",
+        json!({"source": "test", "key": "1", "event_type": "hardware.leak.detected",
+               "severity": "critical", "rack": "rack-01", "component": "compute-01",
+               "message": "drip", "observed_at": "2026-12-05T00:00:00Z"}),
+    )
+    .await;
+    until(&base, "count(flow_power_budget_kw)", |v| v >= 1.0).await;
+    until(&base, "sum(flow_event_executions_total)", |v| v >= 1.0).await;
+    let names: Value = reqwest::get(format!("{base}/api/v1/label/__name__/values"))
+        .await
+        .expect("names")
+        .json()
+        .await
+        .expect("JSON");
+    let scraped: Vec<&str> = names["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut unknown = Vec::new();
+    for (title, expr) in dashboard() {
+        for name in metrics_in(&expr) {
+            if !scraped.contains(&name.as_str()) {
+                unknown.push(format!("{title}: {name}"));
+            }
+        }
+        let r: Value = reqwest::Client::new()
+            .get(format!("{base}/api/v1/query"))
+            .query(&[("query", expr.as_str())])
+            .send()
+            .await
+            .expect("query")
+            .json()
+            .await
+            .expect("JSON");
+        assert_eq!(r["status"], "success", "{title}: {expr}: {r}");
+    }
+    assert!(
+        unknown.is_empty(),
+        "dashboard queries of metrics the services do not export: {unknown:#?}\nscraped: {scraped:?}"
+    );
+
     // No Flow alert fires on a healthy stack.
     let firing = query(&base, "ALERTS{alertstate=\"firing\"}").await;
     assert!(firing.is_empty(), "{firing:?}");
@@ -309,4 +363,70 @@ async fn prometheus_scrapes_the_stack_with_the_shipped_config_and_sees_the_task(
     scheduler_metrics.stop().await;
     stack.stop().await;
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The metric names a PromQL expression reads (Flow's, and `up`).
+fn metrics_in(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        let c = bytes[i];
+        if c.is_ascii_alphabetic() || c == b'_' {
+            let start = i;
+            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_') {
+                i += 1;
+            }
+            let word = &expr[start..i];
+            // A label name is followed by `=`, `!` or `~`; a metric by `{`,
+            // `[`, `)` or a space.
+            let next = expr[i..].trim_start().chars().next();
+            let label = matches!(next, Some('=' | '!' | '~'));
+            if !label && (word.starts_with("flow_") || word == "up") {
+                out.push(word.to_owned());
+            }
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+fn dashboard() -> Vec<(String, String)> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../deploy/grafana/flow.json");
+    let dashboard: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap())
+        .expect("the dashboard is JSON");
+    let mut out = Vec::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            out.push((
+                panel["title"].as_str().unwrap_or_default().to_owned(),
+                target["expr"].as_str().unwrap().to_owned(),
+            ));
+        }
+    }
+    out
+}
+
+#[test]
+fn the_dashboards_queries_are_read_for_their_metrics() {
+    let queries = dashboard();
+    assert!(queries.len() >= 20, "{} queries", queries.len());
+    for (title, expr) in &queries {
+        assert!(
+            !metrics_in(expr).is_empty(),
+            "{title}: {expr} reads no metric"
+        );
+    }
+    assert_eq!(
+        metrics_in("rate(flow_jobs_startd_total{job=\"x\"}[1m])"),
+        ["flow_jobs_startd_total"]
+    );
+    // Label names and functions are not metrics.
+    assert_eq!(
+        metrics_in(
+            "sum by (component_type) (rate(flow_hardware_calls_total{outcome!=\"ok\"}[5m]))"
+        ),
+        ["flow_hardware_calls_total"]
+    );
 }
