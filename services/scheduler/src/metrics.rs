@@ -89,6 +89,12 @@ pub struct SchedulerMetrics {
     pub outbox_published: Counter,
     /// Outbox messages not yet published (database).
     pub outbox_pending: Gauge,
+    /// Open tasks with no progress for 15 minutes, by status (*db*).
+    pub tasks_stuck: Family<StatusLabels, Gauge>,
+    /// Running tasks past their whole budget (*db*).
+    pub tasks_over_budget: Gauge,
+    /// Runs paused by a safety gate (*db*).
+    pub runs_gate_paused: Gauge,
     /// Messages kept on FLOW_PARKED now (bounded, the oldest discarded
     /// first: `flow_protocol::jobs::PARKED_MAX_MESSAGES`).
     pub parked_messages: Gauge,
@@ -133,6 +139,9 @@ impl SchedulerMetrics {
             results: Family::default(),
             outbox_published: Counter::default(),
             outbox_pending: Gauge::default(),
+            tasks_stuck: Family::default(),
+            tasks_over_budget: Gauge::default(),
+            runs_gate_paused: Gauge::default(),
             parked_messages: Gauge::default(),
             parked_bytes: Gauge::default(),
             submissions: Family::default(),
@@ -194,6 +203,21 @@ impl SchedulerMetrics {
             "outbox_pending",
             "Outbox messages not yet published (refreshed from the database)",
             m.outbox_pending.clone(),
+        );
+        r.register(
+            "tasks_stuck",
+            "Open tasks with no progress for 15 minutes, by status (refreshed from the database)",
+            m.tasks_stuck.clone(),
+        );
+        r.register(
+            "tasks_over_budget",
+            "Running tasks past their whole budget (refreshed from the database)",
+            m.tasks_over_budget.clone(),
+        );
+        r.register(
+            "runs_gate_paused",
+            "Runs paused by a safety gate, waiting for an operator (refreshed from the database)",
+            m.runs_gate_paused.clone(),
         );
         r.register(
             "parked_messages",
@@ -353,6 +377,19 @@ impl SchedulerMetrics {
         }
         self.queue_depth
             .set(gauges.tasks.get(&TaskStatus::Waiting).copied().unwrap_or(0));
+        for status in [
+            TaskStatus::Pending,
+            TaskStatus::Waiting,
+            TaskStatus::Running,
+        ] {
+            self.tasks_stuck
+                .get_or_create(&StatusLabels {
+                    status: status.as_str().to_owned(),
+                })
+                .set(gauges.stuck.get(&status).copied().unwrap_or(0));
+        }
+        self.tasks_over_budget.set(gauges.over_budget);
+        self.runs_gate_paused.set(gauges.runs_gate_paused);
         self.outbox_pending.set(gauges.outbox_pending);
         self.steps_overdue.set(gauges.steps_overdue);
         // Domains deleted since the last refresh disappear.

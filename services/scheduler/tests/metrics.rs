@@ -88,6 +88,9 @@ async fn the_binary_serves_metrics_on_the_logged_address() {
         "\nflow_results_total{outcome=\"ignored\"} 0\n",
         "\nflow_submissions_total{outcome=\"rejected\"} 0\n",
         "\nflow_tasks_finished_total{status=\"failed\"} 0\n",
+        "\nflow_tasks_stuck{status=\"running\"} 0\n",
+        "\nflow_tasks_over_budget 0\n",
+        "\nflow_runs_gate_paused 0\n",
     ] {
         assert!(page.contains(expected), "{expected:?} missing:\n{page}");
     }

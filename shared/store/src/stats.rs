@@ -19,7 +19,18 @@ pub struct Gauges {
     /// Running steps past their deadline (the deadline sweeper fails them
     /// within a second; more than zero for long means it is not running).
     pub steps_overdue: i64,
+    /// Open tasks by status with no progress (the task or one of its steps
+    /// changed) for [`STUCK_AFTER_MINUTES`]; statuses with none are absent.
+    pub stuck: BTreeMap<TaskStatus, i64>,
+    /// Running tasks past their whole budget (started + every step's
+    /// budget).
+    pub over_budget: i64,
+    /// Runs paused by a safety gate, waiting for an operator.
+    pub runs_gate_paused: i64,
 }
+
+/// How long an open task may go without progress before it counts as stuck.
+pub const STUCK_AFTER_MINUTES: i64 = 15;
 
 /// Where and how long a finished step ran.
 #[derive(Debug, Clone, PartialEq)]
@@ -73,10 +84,42 @@ impl Store {
             .into_iter()
             .map(|(status, n)| Ok((status.parse().map_err(|e| corrupt("task counts", e))?, n)))
             .collect::<Result<_, StoreError>>()?;
+        let rows: Vec<(String, i64, i64)> = sqlx::query_as(
+            "SELECT t.status, \
+               count(*) FILTER (WHERE greatest(t.updated_at, s.last) \
+                                < now() - make_interval(mins => $1::int)), \
+               count(*) FILTER (WHERE t.status = 'running' AND t.started_at \
+                                + make_interval(secs => s.budget_ms / 1000.0) < now()) \
+             FROM tasks t LEFT JOIN LATERAL ( \
+               SELECT max(greatest(started_at, finished_at)) AS last, \
+                      COALESCE(sum(budget_ms) FILTER (WHERE status <> 'skipped'), 0) AS budget_ms \
+               FROM task_steps WHERE task_id = t.id) s ON true \
+             WHERE t.status IN ('pending', 'waiting', 'running') GROUP BY t.status",
+        )
+        .bind(i32::try_from(STUCK_AFTER_MINUTES).unwrap_or(i32::MAX))
+        .fetch_all(self.pool())
+        .await?;
+        let mut stuck = BTreeMap::new();
+        let mut over_budget = 0;
+        for (status, n, over) in rows {
+            let status: TaskStatus = status.parse().map_err(|e| corrupt("stuck tasks", e))?;
+            if n > 0 {
+                stuck.insert(status, n);
+            }
+            over_budget += over;
+        }
+        let runs_gate_paused: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM runs WHERE status = 'paused' AND reason = 'safety_gate'",
+        )
+        .fetch_one(self.pool())
+        .await?;
         Ok(Gauges {
             tasks,
             outbox_pending,
             steps_overdue,
+            stuck,
+            over_budget,
+            runs_gate_paused,
         })
     }
 

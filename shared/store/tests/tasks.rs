@@ -357,6 +357,44 @@ async fn running_steps_past_their_deadline_are_found_with_their_generation() {
 }
 
 #[tokio::test]
+async fn a_running_task_without_progress_or_past_its_budget_is_counted() {
+    let env = Env::new().await;
+    let (state, _) = env.submit("r1", Admission::Start).await;
+    let gauges = env.store.gauges().await.unwrap();
+    assert!(gauges.stuck.is_empty(), "{:?}", gauges.stuck);
+    assert_eq!(gauges.over_budget, 0);
+    assert_eq!(gauges.runs_gate_paused, 0);
+    // Nothing changed for 20 minutes, and it started longer ago than its
+    // steps' budgets together.
+    for sql in [
+        "UPDATE tasks SET updated_at = now() - interval '20 minutes', \
+         started_at = now() - interval '30 days' WHERE id = $1",
+        "UPDATE task_steps SET started_at = now() - interval '20 minutes' WHERE task_id = $1",
+    ] {
+        sqlx::query(sql)
+            .bind(state.id.as_uuid())
+            .execute(env.store.pool())
+            .await
+            .unwrap();
+    }
+    let gauges = env.store.gauges().await.unwrap();
+    assert_eq!(
+        gauges.stuck.get(&TaskStatus::Running),
+        Some(&1),
+        "{gauges:?}"
+    );
+    assert_eq!(gauges.over_budget, 1);
+    // A step that just started is progress.
+    sqlx::query("UPDATE task_steps SET started_at = now() WHERE task_id = $1")
+        .bind(state.id.as_uuid())
+        .execute(env.store.pool())
+        .await
+        .unwrap();
+    let gauges = env.store.gauges().await.unwrap();
+    assert!(gauges.stuck.is_empty(), "{gauges:?}");
+}
+
+#[tokio::test]
 async fn the_schema_accepts_exactly_the_statuses_the_enums_name() {
     let env = Env::new().await;
     let (state, _) = env.submit("r1", Admission::Start).await;
