@@ -20,6 +20,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 FLOW_PY_REDFISH_VERSION="3.4.2"
 FLOW_PY_SERVICE_VALIDATOR_VERSION="3.1.8"
 FLOW_PY_PROTOCOL_VALIDATOR_VERSION="1.3.2"
+FLOW_PY_NATS_VERSION="2.16.0"
 
 # Prints the installed redfish version importable from directory $1; fails if none.
 _flow_py_redfish_version() {
@@ -157,4 +158,23 @@ ensure_python_validators() {
 
     flow_log "python: using redfish-service-validator $FLOW_PY_SERVICE_VALIDATOR_VERSION and redfish-protocol-validator $FLOW_PY_PROTOCOL_VALIDATOR_VERSION ($target)"
     export FLOW_PY_VALIDATORS_PATH="$target"
+}
+
+# ensure_python_nats makes PyPI's nats-py (pinned above; a NATS client that
+# is not Flow's) importable from one directory and exports its absolute path
+# as FLOW_PY_NATS_PATH, for the Python client example
+# (examples/python/submit_and_follow.py,
+# services/scheduler/tests/python_client.rs).
+ensure_python_nats() {
+    _flow_py_need_python3
+    local target="$FLOW_REPO_ROOT/.tools/pip/nats-py-$FLOW_PY_NATS_VERSION"
+    if ! PYTHONPATH="$target" PYTHONNOUSERSITE=1 python3 -c 'import nats' 2>/dev/null; then
+        flow_log "python: installing nats-py==$FLOW_PY_NATS_VERSION from PyPI into ${target#"$FLOW_REPO_ROOT"/}"
+        _flow_py_install_into "$target" "nats-py==$FLOW_PY_NATS_VERSION" ||
+            flow_die "python: pip install nats-py==$FLOW_PY_NATS_VERSION failed"
+        PYTHONPATH="$target" PYTHONNOUSERSITE=1 python3 -c 'import nats' ||
+            flow_die "python: nats does not import from $target after pip install"
+    fi
+    flow_log "python: using nats-py $FLOW_PY_NATS_VERSION ($target)"
+    export FLOW_PY_NATS_PATH="$target"
 }
