@@ -64,6 +64,7 @@ async fn the_python_example_submits_a_task_and_follows_it_to_its_end() {
     let url = env.nats.url();
     let (code, stdout, stderr) = run(&url, &["rack-01", "power_on"]).await;
     assert_eq!(code, 0, "stdout:\n{stdout}\nstderr:\n{stderr}");
+    eprintln!("{stdout}");
     let lines: Vec<&str> = stdout.lines().collect();
     let task = lines[0]
         .strip_prefix("rack-01: task ")
