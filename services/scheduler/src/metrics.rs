@@ -95,6 +95,13 @@ pub struct SchedulerMetrics {
     pub tasks_over_budget: Gauge,
     /// Runs paused by a safety gate (*db*).
     pub runs_gate_paused: Gauge,
+    /// Leak events whose first action did not start within 30 s (*db*).
+    pub leaks_unacted: Gauge,
+    /// Step results not yet applied (FLOW_RESULTS' messages).
+    pub results_backlog: Gauge,
+    /// Step jobs not yet finished (FLOW_JOBS' messages: queued, running
+    /// and waiting durably).
+    pub jobs_backlog: Gauge,
     /// Messages kept on FLOW_PARKED now (bounded, the oldest discarded
     /// first: `flow_protocol::jobs::PARKED_MAX_MESSAGES`).
     pub parked_messages: Gauge,
@@ -142,6 +149,9 @@ impl SchedulerMetrics {
             tasks_stuck: Family::default(),
             tasks_over_budget: Gauge::default(),
             runs_gate_paused: Gauge::default(),
+            leaks_unacted: Gauge::default(),
+            results_backlog: Gauge::default(),
+            jobs_backlog: Gauge::default(),
             parked_messages: Gauge::default(),
             parked_bytes: Gauge::default(),
             submissions: Family::default(),
@@ -218,6 +228,21 @@ impl SchedulerMetrics {
             "runs_gate_paused",
             "Runs paused by a safety gate, waiting for an operator (refreshed from the database)",
             m.runs_gate_paused.clone(),
+        );
+        r.register(
+            "leaks_unacted",
+            "Leak events whose first action did not start within 30 s (refreshed from the database)",
+            m.leaks_unacted.clone(),
+        );
+        r.register(
+            "results_backlog",
+            "Step results on FLOW_RESULTS not yet applied (refreshed from JetStream)",
+            m.results_backlog.clone(),
+        );
+        r.register(
+            "jobs_backlog",
+            "Step jobs on FLOW_JOBS not yet finished: queued, running and waiting (refreshed from JetStream)",
+            m.jobs_backlog.clone(),
         );
         r.register(
             "parked_messages",
@@ -390,6 +415,7 @@ impl SchedulerMetrics {
         }
         self.tasks_over_budget.set(gauges.over_budget);
         self.runs_gate_paused.set(gauges.runs_gate_paused);
+        self.leaks_unacted.set(gauges.leaks_unacted);
         self.outbox_pending.set(gauges.outbox_pending);
         self.steps_overdue.set(gauges.steps_overdue);
         // Domains deleted since the last refresh disappear.
@@ -415,7 +441,7 @@ impl SchedulerMetrics {
         Ok(())
     }
 
-    /// Reads FLOW_PARKED's size once.
+    /// Reads FLOW_PARKED's size and the job and result backlogs once.
     pub async fn refresh_parked(
         &self,
         js: &async_nats::jetstream::Context,
@@ -426,6 +452,13 @@ impl SchedulerMetrics {
             .set(i64::try_from(state.messages).unwrap_or(i64::MAX));
         self.parked_bytes
             .set(i64::try_from(state.bytes).unwrap_or(i64::MAX));
+        for (stream, gauge) in [
+            (flow_protocol::jobs::STREAM_RESULTS, &self.results_backlog),
+            (flow_protocol::jobs::STREAM_JOBS, &self.jobs_backlog),
+        ] {
+            let messages = js.get_stream(stream).await?.info().await?.state.messages;
+            gauge.set(i64::try_from(messages).unwrap_or(i64::MAX));
+        }
         Ok(())
     }
 
@@ -441,7 +474,7 @@ impl SchedulerMetrics {
                 tracing::warn!(error = %ErrorChain(&error), "metrics refresh failed");
             }
             if let Err(error) = self.refresh_parked(&js).await {
-                tracing::warn!(error = %error, "FLOW_PARKED size not read");
+                tracing::warn!(error = %error, "JetStream stream sizes not read");
             }
             tokio::select! {
                 // Cancel-safe: both only wait.

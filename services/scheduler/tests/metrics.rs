@@ -91,6 +91,9 @@ async fn the_binary_serves_metrics_on_the_logged_address() {
         "\nflow_tasks_stuck{status=\"running\"} 0\n",
         "\nflow_tasks_over_budget 0\n",
         "\nflow_runs_gate_paused 0\n",
+        "\nflow_leaks_unacted 0\n",
+        "\nflow_results_backlog 0\n",
+        "\nflow_jobs_backlog 0\n",
     ] {
         assert!(page.contains(expected), "{expected:?} missing:\n{page}");
     }

@@ -59,7 +59,7 @@ fn promtool_checks_the_config_and_rules_and_their_unit_tests_pass() {
     let config = run(&promtool, &["check", "config", "prometheus.yml"], &dir);
     assert!(config.contains("SUCCESS"), "{config}");
     let rules = run(&promtool, &["check", "rules", "alerts.yml"], &dir);
-    assert!(rules.contains("SUCCESS: 16 rules found"), "{rules}");
+    assert!(rules.contains("SUCCESS: 18 rules found"), "{rules}");
     let tests = run(&promtool, &["test", "rules", "alerts_test.yml"], &dir);
     assert!(tests.contains("SUCCESS"), "{tests}");
 }
@@ -255,7 +255,7 @@ async fn prometheus_scrapes_the_stack_with_the_shipped_config_and_sees_the_task(
     let loaded = rules["data"]["groups"][0]["rules"]
         .as_array()
         .map_or(0, Vec::len);
-    assert_eq!(loaded, 16, "the shipped alert rules are loaded: {rules}");
+    assert_eq!(loaded, 18, "the shipped alert rules are loaded: {rules}");
     let before = query(&base, "sum(flow_jobs_finished_total)").await;
     assert!(
         before.is_empty() || before[0]["value"][1] == "0",

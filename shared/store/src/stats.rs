@@ -27,7 +27,13 @@ pub struct Gauges {
     pub over_budget: i64,
     /// Runs paused by a safety gate, waiting for an operator.
     pub runs_gate_paused: i64,
+    /// Leak events whose first action has not started
+    /// [`LEAK_ACT_WITHIN_SECONDS`] after the event arrived.
+    pub leaks_unacted: i64,
 }
+
+/// How soon a leak's first action must have started.
+pub const LEAK_ACT_WITHIN_SECONDS: i64 = 30;
 
 /// How long an open task may go without progress before it counts as stuck.
 pub const STUCK_AFTER_MINUTES: i64 = 15;
@@ -113,6 +119,15 @@ impl Store {
         )
         .fetch_one(self.pool())
         .await?;
+        let leaks_unacted: i64 = sqlx::query_scalar(
+            "SELECT count(DISTINCT e.id) FROM hardware_events e \
+             JOIN event_executions x ON x.event_id = e.id AND x.position = 0 \
+             WHERE e.event_type = 'hardware.leak.detected' AND x.status = 'pending' \
+               AND e.received_at < now() - make_interval(secs => $1::float8)",
+        )
+        .bind(LEAK_ACT_WITHIN_SECONDS as f64)
+        .fetch_one(self.pool())
+        .await?;
         Ok(Gauges {
             tasks,
             outbox_pending,
@@ -120,6 +135,7 @@ impl Store {
             stuck,
             over_budget,
             runs_gate_paused,
+            leaks_unacted,
         })
     }
 

@@ -357,7 +357,7 @@ async fn running_steps_past_their_deadline_are_found_with_their_generation() {
 }
 
 #[tokio::test]
-async fn a_running_task_without_progress_or_past_its_budget_is_counted() {
+async fn the_gauges_count_stuck_and_over_budget_tasks_and_leaks_not_acted_on() {
     let env = Env::new().await;
     let (state, _) = env.submit("r1", Admission::Start).await;
     let gauges = env.store.gauges().await.unwrap();
@@ -384,6 +384,41 @@ async fn a_running_task_without_progress_or_past_its_budget_is_counted() {
         "{gauges:?}"
     );
     assert_eq!(gauges.over_budget, 1);
+    // A leak whose first action is still pending 40 s after it arrived.
+    assert_eq!(gauges.leaks_unacted, 0);
+    for (age, status) in [
+        ("40 seconds", "pending"),
+        ("10 seconds", "pending"),
+        ("40 seconds", "completed"),
+    ] {
+        let event = uuid::Uuid::new_v4();
+        sqlx::query(
+            "INSERT INTO hardware_events (id, source, key, event_type, severity, rack_name, \
+             component, observed_at, received_at) VALUES ($1, 'test', $1::text, \
+             'hardware.leak.detected', 'critical', 'r1', 'compute-01', now(), \
+             now() - $2::interval)",
+        )
+        .bind(event)
+        .bind(age)
+        .execute(env.store.pool())
+        .await
+        .unwrap();
+        sqlx::query(
+            "INSERT INTO event_executions (id, event_id, position, action, spec, status) \
+             VALUES ($1, $2, 0, 'force_power_off_affected', '{}', $3)",
+        )
+        .bind(uuid::Uuid::new_v4())
+        .bind(event)
+        .bind(status)
+        .execute(env.store.pool())
+        .await
+        .unwrap();
+    }
+    assert_eq!(
+        env.store.gauges().await.unwrap().leaks_unacted,
+        1,
+        "only the old one still pending"
+    );
     // A step that just started is progress.
     sqlx::query("UPDATE task_steps SET started_at = now() WHERE task_id = $1")
         .bind(state.id.as_uuid())
