@@ -250,7 +250,11 @@ impl Job<'_> {
     }
 
     /// Publishes the result (deduplicated by `result/<job>`), then acks the
-    /// job and drops its checkpoint (when one was ever stored). A result
+    /// job. Its checkpoint, when one was stored, stays until the bucket's
+    /// age limit (7 days, `shared/jetstream/src/topology.rs`): a delete was
+    /// one more JetStream write per job (README, "The physical ideal and
+    /// the cost of an operation"), and a redelivery after a lost ack then
+    /// resumes from it instead of repeating the step's commands. A result
     /// JetStream did not take is retried: by redelivery once the checkpoint
     /// is saved (no call is repeated), in place otherwise (a redelivery
     /// would run the step again), saving the checkpoint again meanwhile.
@@ -297,9 +301,6 @@ impl Job<'_> {
                     .get_or_create(&OutcomeLabels { outcome })
                     .inc();
                 dispose(message, Disposition::Finished, self.metrics).await;
-                if stored.0.is_some() {
-                    let _ = self.kv.delete(key).await;
-                }
                 return;
             }
             // Handing the job back now would let its redelivery resume from
