@@ -111,61 +111,26 @@ async fn the_binary_serves_metrics_on_the_logged_address() {
         "{}",
         String::from_utf8_lossy(&reply.payload)
     );
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let page = reqwest::get(format!("http://{addr}/metrics"))
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .unwrap();
-        let wanted = [
+    until_page(
+        &addr,
+        &[
             "\nflow_power_budget_kw{domain=\"row=B\"} 1200.0\n",
             "\nflow_power_in_use_kw{domain=\"row=B\"} 0.0\n",
             "\nflow_power_waiting{domain=\"row=B\"} 0\n",
             "\nflow_power_shelves_off{domain=\"row=B\"} 0\n",
-        ];
-        if wanted.iter().all(|w| page.contains(w)) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no power domain gauges {wanted:?}:\n{page}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+        ],
+    )
+    .await;
     // A malformed submission is parked; FLOW_PARKED's size follows.
-    let page = reqwest::get(format!("http://{addr}/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .unwrap();
-    assert!(page.contains("\nflow_parked_messages 0\n"), "{page}");
+    until_page(&addr, &["\nflow_parked_messages 0\n"]).await;
     let js = async_nats::jetstream::new(client.clone());
     js.publish("flow.tasks.submit", "not json".into())
         .await
         .expect("publish")
         .await
         .expect("stored");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let page = reqwest::get(format!("http://{addr}/metrics"))
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .unwrap();
-        if page.contains("\nflow_parked_messages 1\n") {
-            assert!(!page.contains("\nflow_parked_bytes 0\n"), "{page}");
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the parked message is not counted:\n{page}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let page = until_page(&addr, &["\nflow_parked_messages 1\n"]).await;
+    assert!(!page.contains("\nflow_parked_bytes 0\n"), "{page}");
 
     let pid = child.id().expect("pid").to_string();
     let killed = std::process::Command::new("kill")
@@ -178,6 +143,28 @@ async fn the_binary_serves_metrics_on_the_logged_address() {
         .expect("stops within 15 s of SIGTERM")
         .unwrap();
     assert!(status.success(), "{status:?}");
+}
+
+/// Waits (bounded) until the metrics page at `addr` holds every line of
+/// `wanted`; the page then.
+async fn until_page(addr: &str, wanted: &[&str]) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let page = reqwest::get(format!("http://{addr}/metrics"))
+            .await
+            .expect("GET /metrics")
+            .text()
+            .await
+            .unwrap();
+        if wanted.iter().all(|w| page.contains(w)) {
+            return page;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{wanted:?} not on the page:\n{page}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 }
 
 #[tokio::test]

@@ -4,18 +4,16 @@
 //! show the counters moved, and the worker's log lines are JSON with the
 //! job fields (`task`, `rack`, `stage`, `step`, `component`).
 
-use std::process::Stdio;
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use flow_metrics::MetricsRegistry;
-use flow_protocol::api::decode_reply;
-use flow_protocol::subjects::api_subject;
 use flow_rack_sim::{InitialPower, SimConfig};
 use flow_scheduler::metrics::SchedulerMetrics;
 use flow_testenv::Stack;
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
+use support::call;
+
+mod support;
 
 const BMC_PASSWORD_ENV: &str = "FLOW_OBS_TEST_BMC_PASSWORD";
 
@@ -42,51 +40,6 @@ async fn scrape(addr: &str) -> String {
         .text()
         .await
         .expect("metrics text")
-}
-
-/// Lines a child writes to stderr, collected as they come.
-fn collect_lines(stderr: tokio::process::ChildStderr) -> Arc<Mutex<Vec<String>>> {
-    let lines = Arc::new(Mutex::new(Vec::new()));
-    let sink = Arc::clone(&lines);
-    tokio::spawn(async move {
-        let mut reader = tokio::io::BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = reader.next_line().await {
-            sink.lock().unwrap().push(line);
-        }
-    });
-    lines
-}
-
-/// Waits (bounded) for a JSON log line with a `metrics_addr` field.
-async fn metrics_addr(lines: &Mutex<Vec<String>>) -> String {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let found = lines.lock().unwrap().iter().find_map(|l| {
-            serde_json::from_str::<Value>(l).ok()?["fields"]["metrics_addr"]
-                .as_str()
-                .map(str::to_owned)
-        });
-        if let Some(addr) = found {
-            return addr;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no metrics_addr logged: {:?}",
-            lines.lock().unwrap()
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-async fn call(client: &async_nats::Client, endpoint: &str, body: Value) -> Value {
-    let reply = tokio::time::timeout(
-        Duration::from_secs(10),
-        client.request(api_subject(endpoint), body.to_string().into()),
-    )
-    .await
-    .expect("reply in time")
-    .expect("request");
-    decode_reply(&reply.payload).unwrap_or_else(|e| panic!("{endpoint}: {e}"))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -133,33 +86,11 @@ async fn a_task_moves_the_worker_and_scheduler_metrics_and_logs_carry_job_fields
         std::process::id(),
         nats.url().rsplit(':').next().unwrap_or("0")
     ));
-    std::fs::create_dir_all(&dir).unwrap();
-    let credentials = dir.join("credentials.yaml");
-    std::fs::write(
-        &credentials,
-        format!(
-            "{}: {{user: root, password_env: {BMC_PASSWORD_ENV}}}\n",
-            flow_rack_sim::CREDENTIAL_REF
-        ),
-    )
-    .unwrap();
-    let mut worker = tokio::process::Command::new(env!("CARGO_BIN_EXE_flow-worker"))
-        .env_remove("FLOW_CONFIG")
-        .env("FLOW_NATS_URL", nats.url())
-        .env("FLOW_LOG", "info")
-        .env("FLOW_LOG_FORMAT", "json")
-        .env(BMC_PASSWORD_ENV, "0penBmc")
-        .arg("--credentials-file")
-        .arg(&credentials)
-        .args(["--metrics-listen", "127.0.0.1:0"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn flow-worker");
-    let lines = collect_lines(worker.stderr.take().unwrap());
-    let worker_metrics = metrics_addr(&lines).await;
+    let support::Worker {
+        child: mut worker,
+        lines,
+        metrics_addr: worker_metrics,
+    } = support::start_worker(&nats.url(), &dir, BMC_PASSWORD_ENV).await;
 
     let submitted = call(
         client,

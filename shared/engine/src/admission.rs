@@ -132,6 +132,8 @@ pub enum Decision {
         at_ms: u64,
         /// Why not now, for the operator.
         reason: String,
+        /// The domain the reason names (the first without room now).
+        domain: String,
     },
     /// Ask again at `until_ms` (the shelves-off cap).
     Wait {
@@ -139,6 +141,8 @@ pub enum Decision {
         until_ms: u64,
         /// Why, for the operator.
         reason: String,
+        /// The domain the reason names (the first without room now).
+        domain: String,
     },
     /// Never, as the domain stands.
     Refuse {
@@ -167,6 +171,7 @@ pub fn decide(domains: &[DomainState], command: Command, now_ms: u64) -> Decisio
                             "waiting for the shelves-off cap in {}: {} of {} power shelves off",
                             d.name, d.shelves_off, cap
                         ),
+                        domain: d.name.clone(),
                     };
                 }
             }
@@ -210,11 +215,21 @@ fn inrush(domains: &[DomainState], excess_w: u64, hold_ms: u64, now_ms: u64) -> 
     if at == now_ms {
         return Decision::Admit;
     }
-    let reason = plans
+    let (domain, reason) = plans
         .iter()
-        .find_map(|p| p.why_not(now_ms, excess_w, hold_ms))
-        .unwrap_or_else(|| "waiting for power admission".to_owned());
-    Decision::Reserve { at_ms: at, reason }
+        .find_map(|p| {
+            p.why_not(now_ms, excess_w, hold_ms)
+                .map(|r| (p.domain.name.clone(), r))
+        })
+        .unwrap_or_else(|| {
+            let first = domains.first().map_or("", |d| d.name.as_str());
+            (first.to_owned(), "waiting for power admission".to_owned())
+        });
+    Decision::Reserve {
+        at_ms: at,
+        reason,
+        domain,
+    }
 }
 
 /// One domain's grants, arranged to answer "does it fit at t?" quickly.
@@ -410,9 +425,14 @@ mod tests {
         ];
         // The one expiring at 50 is gone at 100: in use 1,100 + 80 = 1,180 kW.
         match decide(&[d], on(60_000), 100) {
-            Decision::Reserve { at_ms, reason } => {
+            Decision::Reserve {
+                at_ms,
+                reason,
+                domain,
+            } => {
                 // Freeing the grant expiring at 300 leaves 1,140 + 60 = 1,200.
                 assert_eq!(at_ms, 300);
+                assert_eq!(domain, "row=B");
                 assert_eq!(
                     reason,
                     "waiting for power budget in row=B: 1,180 of 1,200 kW"
@@ -433,7 +453,8 @@ mod tests {
             decide(std::slice::from_ref(&d), on(50_000), 100),
             Decision::Reserve {
                 at_ms: 2 * HOLD,
-                reason: "waiting for power budget in row=B: 1,150 of 1,160 kW".into()
+                reason: "waiting for power budget in row=B: 1,150 of 1,160 kW".into(),
+                domain: "row=B".into(),
             }
         );
         // A small one fits beside both.
@@ -479,10 +500,14 @@ mod tests {
         site.grants = vec![grant(100_000, 1_000, 4_000)];
         // The row has room at 1,000 (site does not); site at 4,000 (and
         // the row does too).
-        assert!(matches!(
-            decide(&[row, site], on(100_000), 0),
-            Decision::Reserve { at_ms: 4_000, .. }
-        ));
+        match decide(&[row, site], on(100_000), 0) {
+            Decision::Reserve { at_ms, domain, .. } => {
+                assert_eq!(at_ms, 4_000);
+                // The first domain without room now names the wait.
+                assert_eq!(domain, "row=B");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
@@ -506,7 +531,8 @@ mod tests {
             decide(std::slice::from_ref(&d), on(1), 2_500),
             Decision::Reserve {
                 at_ms: 3_000,
-                reason: "waiting for power-on spacing in row=B: 2000 ms between power-ons".into()
+                reason: "waiting for power-on spacing in row=B: 2000 ms between power-ons".into(),
+                domain: "row=B".into(),
             }
         );
         assert_eq!(

@@ -359,17 +359,25 @@ impl Store {
         let now = unsigned(now_ms);
         let decision = match admission::decide(&states, command, now) {
             Decision::Refuse { reason } => Admission::Refused { reason },
-            Decision::Wait { until_ms, reason } => {
-                record_wait(&mut tx, request, &states, until_ms + ASK_GRACE_MS, &reason).await?;
+            Decision::Wait {
+                until_ms,
+                reason,
+                domain,
+            } => {
+                record_wait(&mut tx, request, &domain, until_ms + ASK_GRACE_MS, &reason).await?;
                 Admission::Wait { until_ms, reason }
             }
             Decision::Admit => {
                 grant(&mut tx, request, &rows, inrush, excess_w, now, hold_ms).await?;
                 Admission::Granted
             }
-            Decision::Reserve { at_ms, reason } => {
+            Decision::Reserve {
+                at_ms,
+                reason,
+                domain,
+            } => {
                 grant(&mut tx, request, &rows, inrush, excess_w, at_ms, hold_ms).await?;
-                record_wait(&mut tx, request, &states, at_ms, &reason).await?;
+                record_wait(&mut tx, request, &domain, at_ms, &reason).await?;
                 Admission::Reserved {
                     at_ms,
                     send_by_ms: at_ms + window_ms,
@@ -521,20 +529,15 @@ async fn live_grants(
         .collect())
 }
 
-/// Records why a command waits, and until when, for `task show`: the
-/// domain named is the first the reason names.
+/// Records why a command waits in `domain`, and until when, for `task
+/// show`.
 async fn record_wait(
     conn: &mut PgConnection,
     request: &PowerAdmit,
-    states: &[DomainState],
+    domain: &str,
     until_ms: u64,
     reason: &str,
 ) -> Result<(), StoreError> {
-    let domain = states
-        .iter()
-        .find(|d| reason.contains(&format!(" in {}:", d.name)))
-        .or(states.first())
-        .map_or("", |d| d.name.as_str());
     sqlx::query(
         "INSERT INTO power_waits (task_id, rack, component, domain, reason, until_at) \
          VALUES ($1, $2, $3, $4, $5, to_timestamp($6::float8 / 1000)) \
