@@ -154,6 +154,7 @@ pub async fn run_with_metrics(
     // Dropped with this future: a worker that dies stops refreshing its key.
     let membership = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(members::run(
         members,
+        members::Group::Workers,
         me,
         owned,
         metrics.workers_seen.clone(),

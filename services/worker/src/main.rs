@@ -67,11 +67,16 @@ struct Args {
     /// free port), or `off` [default: 127.0.0.1:9451; if taken, no listener].
     #[arg(long, env = "FLOW_METRICS_LISTEN")]
     metrics_listen: Option<MetricsListen>,
-    /// Also watch every BMC of the inventory for hardware events (leaks,
-    /// critical temperatures) and publish them: run it on one or two
-    /// workers, not all (each watcher reads every BMC).
+    /// Also watch BMCs for hardware events (leaks, critical temperatures)
+    /// and publish them. Watchers divide the racks among themselves (each
+    /// BMC has one; a dead watcher's racks move to the others within
+    /// seconds): run it on two or more workers.
     #[arg(long, env = "FLOW_WORKER_WATCH")]
     watch: bool,
+    /// At most this many BMC event streams open in this watcher; its other
+    /// BMCs are polled every --watch-poll-seconds.
+    #[arg(long, env = "FLOW_WATCH_MAX_STREAMS", default_value_t = 8192)]
+    watch_max_streams: usize,
     /// How often a BMC without an event stream is read, in seconds.
     #[arg(long, env = "FLOW_WATCH_POLL_SECONDS", default_value_t = 60.0)]
     watch_poll_seconds: f64,
@@ -137,6 +142,9 @@ async fn main() -> anyhow::Result<()> {
     let registry = flow_redfish::registry_with(&redfish, &bmcs, lifecycle)?;
     let mut metrics_registry = MetricsRegistry::new();
     let metrics = WorkerMetrics::register(&mut metrics_registry);
+    let watch_metrics = args
+        .watch
+        .then(|| flow_worker::metrics::WatchMetrics::register(&mut metrics_registry));
     let metrics_server = flow_metrics::start(
         args.metrics_listen,
         DEFAULT_METRICS_LISTEN,
@@ -160,7 +168,7 @@ async fn main() -> anyhow::Result<()> {
         tracing::info!("stopping: no new jobs; jobs in flight checkpoint and hand back");
         signal.cancel();
     });
-    if args.watch {
+    if let Some(watch_metrics) = watch_metrics {
         let seconds = |s: f64, what: &str| {
             if s.is_finite() && s > 0.0 {
                 Ok(std::time::Duration::from_secs_f64(s))
@@ -173,6 +181,7 @@ async fn main() -> anyhow::Result<()> {
         let config = flow_worker::watch::WatchConfig {
             poll_every: seconds(args.watch_poll_seconds, "--watch-poll-seconds")?,
             inventory_every: seconds(args.watch_inventory_seconds, "--watch-inventory-seconds")?,
+            max_streams: args.watch_max_streams,
             ..Default::default()
         };
         tracing::info!(poll_every = ?config.poll_every, "watching BMCs for hardware events");
@@ -184,6 +193,7 @@ async fn main() -> anyhow::Result<()> {
             bmcs,
             managers,
             config,
+            watch_metrics,
             stop.clone(),
         ));
     }

@@ -5,6 +5,12 @@
 //! each partition — and so each rack — has one worker
 //! (`docs/architecture.md`, "Rack affinity").
 //!
+//! Hardware watchers (`flow-worker --watch`) divide the same partitions
+//! among themselves the same way, as a [`Group`] of their own in the same
+//! bucket: a watcher watches the BMCs of the racks in its partitions
+//! (`crate::watch`), so each BMC has one watcher and a dead watcher's
+//! racks move to the others within [`GONE_AFTER`].
+//!
 //! The division is a placement hint, not a lock: while the members' views
 //! differ (a worker joined or vanished in the last few seconds) a partition
 //! may be pulled by two workers, which JetStream already allows, or by
@@ -29,9 +35,37 @@ pub const GONE_AFTER: Duration = Duration::from_secs(4);
 /// The pause before a watch that ended is opened again.
 const REWATCH_AFTER: Duration = Duration::from_secs(1);
 
-/// A worker's key in the bucket.
-fn key(worker: &str) -> String {
-    format!("w.{worker}")
+/// Who divides the partitions among themselves: each group has its own
+/// keys in the bucket and its own division.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// Workers pulling the job partitions' consumers.
+    Workers,
+    /// Hardware watchers watching the BMCs of the partitions' racks.
+    Watchers,
+}
+
+impl Group {
+    /// The prefix of its members' keys.
+    pub const fn prefix(self) -> &'static str {
+        match self {
+            Group::Workers => flow_protocol::partition::WORKER_KEY_PREFIX,
+            Group::Watchers => flow_protocol::partition::WATCHER_KEY_PREFIX,
+        }
+    }
+
+    /// What its members are called in the log.
+    const fn noun(self) -> &'static str {
+        match self {
+            Group::Workers => "worker",
+            Group::Watchers => "watcher",
+        }
+    }
+
+    /// A member's key in the bucket.
+    fn key(self, member: &str) -> String {
+        format!("{}{member}", self.prefix())
+    }
 }
 
 /// The weight of `worker` for `partition` (rendezvous hashing): FNV-1a of
@@ -73,14 +107,24 @@ pub fn assign(me: &str, members: &BTreeSet<String>) -> BTreeSet<Partition> {
     mine
 }
 
-/// The members heard from, and when.
-#[derive(Debug, Default)]
-struct Seen(BTreeMap<String, Instant>);
+/// The members of one group heard from, and when.
+#[derive(Debug)]
+struct Seen {
+    group: Group,
+    at: BTreeMap<String, Instant>,
+}
 
 impl Seen {
     /// Those heard from within [`GONE_AFTER`] of `now`.
+    fn new(group: Group) -> Self {
+        Seen {
+            group,
+            at: BTreeMap::new(),
+        }
+    }
+
     fn live(&self, now: Instant) -> BTreeSet<String> {
-        self.0
+        self.at
             .iter()
             .filter(|(_, at)| now.saturating_duration_since(**at) < GONE_AFTER)
             .map(|(m, _)| m.clone())
@@ -88,30 +132,31 @@ impl Seen {
     }
 
     fn apply(&mut self, entry: &kv::Entry, now: Instant) {
-        let Some(member) = entry.key.strip_prefix("w.") else {
+        let Some(member) = entry.key.strip_prefix(self.group.prefix()) else {
             return;
         };
         match entry.operation {
             kv::Operation::Put => {
-                self.0.insert(member.to_owned(), now);
+                self.at.insert(member.to_owned(), now);
             }
             kv::Operation::Delete | kv::Operation::Purge => {
-                self.0.remove(member);
+                self.at.remove(member);
             }
         }
     }
 }
 
-/// Keeps `me`'s key alive and `owned` up to date until `stop`; then deletes
-/// the key, so that the others take its partitions at once.
+/// Keeps `me`'s key in `group` alive and `owned` up to date until `stop`;
+/// then deletes the key, so that the others take its partitions at once.
 pub(crate) async fn run(
     bucket: kv::Store,
+    group: Group,
     me: String,
     owned: watch::Sender<BTreeSet<Partition>>,
     seen_gauge: prometheus_client::metrics::gauge::Gauge,
     stop: CancellationToken,
 ) {
-    let mut seen = Seen::default();
+    let mut seen = Seen::new(group);
     let mut refresh = tokio::time::interval(REFRESH_EVERY);
     refresh.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut watcher = None;
@@ -121,7 +166,7 @@ pub(crate) async fn run(
     // the watch shows nothing: then it counts itself alone.
     let started = Instant::now();
     let publish = |seen: &Seen| {
-        if !seen.0.contains_key(&me) && started.elapsed() < GONE_AFTER {
+        if !seen.at.contains_key(&me) && started.elapsed() < GONE_AFTER {
             return;
         }
         let mut live = seen.live(Instant::now());
@@ -133,10 +178,11 @@ pub(crate) async fn run(
                 return false;
             }
             tracing::info!(
-                worker = %me,
+                member = %me,
+                group = group.noun(),
                 partitions = mine.len(),
                 first = ?mine.first().map(|p| p.index()),
-                "job partitions of this worker"
+                "partitions of this member"
             );
             *current = mine;
             true
@@ -155,8 +201,8 @@ pub(crate) async fn run(
         tokio::select! {
             () = stop.cancelled() => break,
             _ = refresh.tick() => {
-                if let Err(error) = bucket.put(key(&me), Vec::new().into()).await {
-                    tracing::warn!(error = %ErrorChain(&error), "cannot refresh this worker's key");
+                if let Err(error) = bucket.put(group.key(&me), Vec::new().into()).await {
+                    tracing::warn!(error = %ErrorChain(&error), group = group.noun(), "cannot refresh this member's key");
                 }
                 publish(&seen);
             }
@@ -182,8 +228,8 @@ pub(crate) async fn run(
             },
         }
     }
-    if let Err(error) = bucket.delete(key(&me)).await {
-        tracing::warn!(error = %ErrorChain(&error), "cannot delete this worker's key");
+    if let Err(error) = bucket.delete(group.key(&me)).await {
+        tracing::warn!(error = %ErrorChain(&error), group = group.noun(), "cannot delete this member's key");
     }
 }
 
@@ -244,9 +290,9 @@ mod tests {
     #[test]
     fn members_not_heard_from_are_gone() {
         let now = Instant::now();
-        let mut seen = Seen::default();
-        seen.0.insert("old".into(), now);
-        seen.0.insert("new".into(), now + GONE_AFTER);
+        let mut seen = Seen::new(Group::Workers);
+        seen.at.insert("old".into(), now);
+        seen.at.insert("new".into(), now + GONE_AFTER);
         let live = seen.live(now + GONE_AFTER + Duration::from_millis(1));
         assert_eq!(live, BTreeSet::from(["new".to_owned()]));
     }

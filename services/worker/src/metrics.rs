@@ -214,3 +214,58 @@ impl WorkerMetrics {
         self.job_naks.get_or_create(&NakLabels { reason }).inc();
     }
 }
+
+/// The hardware watcher's metrics (`flow-worker --watch`,
+/// [`crate::watch`]). Cheap to clone: every handle shares its value.
+#[derive(Debug, Clone, Default)]
+pub struct WatchMetrics {
+    /// Job partitions whose racks this watcher watches.
+    pub partitions: Gauge,
+    /// Watchers this one divides the partitions with, itself included.
+    pub watchers_seen: Gauge,
+    /// BMCs this watcher watches.
+    pub bmcs: Gauge,
+    /// Of those, followed on an open event stream now.
+    pub streams: Gauge,
+    /// Of those, whose last read or stream failed.
+    pub bmcs_failing: Gauge,
+    /// Hardware event records published (a condition read again by a
+    /// later poll is published again: JetStream and the store drop the
+    /// repeat by its key).
+    pub events_published: Counter,
+}
+
+impl WatchMetrics {
+    /// Creates the metrics and registers them in `registry`.
+    pub fn register(registry: &mut MetricsRegistry) -> Self {
+        let m = Self::default();
+        let r = registry.registry_mut();
+        r.register(
+            "watch_partitions",
+            "Job partitions whose racks' BMCs this watcher watches",
+            m.partitions.clone(),
+        );
+        r.register(
+            "watchers_seen",
+            "Hardware watchers this one divides the partitions with, itself included",
+            m.watchers_seen.clone(),
+        );
+        r.register("watch_bmcs", "BMCs this watcher watches", m.bmcs.clone());
+        r.register(
+            "watch_streams",
+            "BMC event streams this watcher has open",
+            m.streams.clone(),
+        );
+        r.register(
+            "watch_bmcs_failing",
+            "BMCs this watcher watches whose last read or stream failed",
+            m.bmcs_failing.clone(),
+        );
+        r.register(
+            "watch_events_published",
+            "Hardware event records this watcher published (repeats of a condition included)",
+            m.events_published.clone(),
+        );
+        m
+    }
+}

@@ -1,8 +1,17 @@
 //! The hardware watcher (`flow-worker --watch`): turns what BMCs report
 //! into Flow's hardware events.
 //!
+//! Watchers divide the racks among themselves as workers divide the job
+//! partitions (`crate::members`, group [`Group::Watchers`]): a watcher
+//! watches the BMCs of the racks whose partition
+//! ([`Partition::of_rack`]) it owns, so in steady state each BMC has one
+//! watcher, and when a watcher dies or stops its partitions move to the
+//! others within `members::GONE_AFTER`, whose new watches read the
+//! chassis at once (a condition raised in between is not missed).
+//!
 //! It reads the inventory from `flow.api` (`rack.list`, `rack.get`) every
-//! [`WatchConfig::inventory_every`] and keeps one watch per BMC:
+//! [`WatchConfig::inventory_every`] and keeps one watch per BMC of its
+//! racks:
 //!
 //! * a BMC whose service root links an `EventService` with a
 //!   `ServerSentEventUri` is followed on that SSE stream; each `Event`
@@ -10,7 +19,9 @@
 //!   drops) the chassis are read once, so a condition raised while nobody
 //!   listened is not missed;
 //! * any other BMC is polled: its chassis' `Status.Conditions` every
-//!   [`WatchConfig::poll_every`].
+//!   [`WatchConfig::poll_every`]; so is a BMC with a stream once the
+//!   watcher holds [`WatchConfig::max_streams`] open (each is a
+//!   connection and a buffer).
 //!
 //! A condition's identity is its component, its `MessageId` and the time it
 //! began (`Timestamp` / `EventTimestamp`, read to the millisecond): the SSE
@@ -22,8 +33,9 @@
 //! `ReadingAboveUpperCriticalThreshold` a critical temperature; others are
 //! ignored.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use async_nats::HeaderMap;
@@ -32,17 +44,21 @@ use flow_protocol::api::{Endpoint, RackByRef, RackList, decode_reply, endpoint};
 use flow_protocol::event::{EventType, HardwareEvent, Severity};
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::ComponentTarget;
+use flow_protocol::partition::{BUCKET_WORKERS, Partition};
 use flow_protocol::state::PowerState;
 use flow_protocol::subjects::api_subject;
 use flow_redfish::Connections;
 use flow_redfish::sse::SseFrames;
 use flow_telemetry::ErrorChain;
+use prometheus_client::metrics::gauge::Gauge;
 use serde_json::Value;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
-use tokio::sync::Semaphore;
+use tokio::sync::{Semaphore, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::members::{self, Group};
+use crate::metrics::WatchMetrics;
 use crate::observe::{self, Seen};
 
 /// What the watcher needs to know.
@@ -54,6 +70,9 @@ pub struct WatchConfig {
     pub inventory_every: Duration,
     /// At most this many BMC reads at once across the watcher.
     pub max_reads: usize,
+    /// At most this many event streams open at once; the watcher's other
+    /// BMCs are polled.
+    pub max_streams: usize,
 }
 
 impl Default for WatchConfig {
@@ -62,9 +81,13 @@ impl Default for WatchConfig {
             poll_every: Duration::from_secs(60),
             inventory_every: Duration::from_secs(30),
             max_reads: 64,
+            max_streams: 8192,
         }
     }
 }
+
+/// The pause before the membership bucket is asked for again.
+const BUCKET_RETRY: Duration = Duration::from_secs(1);
 
 /// How long a read of an event stream may go without a byte (the
 /// simulator sends a comment every 10 s; a silent stream is dead).
@@ -111,68 +134,165 @@ struct Watcher {
     bmcs: Connections,
     managers: Arc<ManagerRegistry>,
     reads: Semaphore,
+    streams: Semaphore,
     config: WatchConfig,
+    metrics: WatchMetrics,
 }
 
-/// Watches every BMC of the inventory until `stop`, through `bmcs` (the
-/// worker's own connections: its per-BMC request cap and its Redfish
-/// sessions count the watcher's reads and streams too); power is read
-/// through `managers` (on the same connections).
+/// The BMCs being watched, by rack and component name.
+type Watches = HashMap<(String, String), (Target, CancellationToken)>;
+
+/// Watches the BMCs of this watcher's share of the inventory until `stop`,
+/// through `bmcs` (the worker's own connections: its per-BMC request cap
+/// and its Redfish sessions count the watcher's reads and streams too);
+/// power is read through `managers` (on the same connections).
 pub async fn run(
     client: async_nats::Client,
     bmcs: Connections,
     managers: Arc<ManagerRegistry>,
     config: WatchConfig,
+    metrics: WatchMetrics,
     stop: CancellationToken,
 ) {
+    let js = async_nats::jetstream::new(client.clone());
+    let bucket = match flow_jetstream::open_bucket(&js, BUCKET_WORKERS, BUCKET_RETRY, &stop).await {
+        Ok(Some(bucket)) => bucket,
+        Ok(None) => return,
+        Err(error) => {
+            tracing::error!(error = %ErrorChain(&error), "cannot open the membership bucket; not watching");
+            return;
+        }
+    };
+    let (owned_tx, mut owned) = watch::channel(BTreeSet::new());
+    let me = uuid::Uuid::new_v4().simple().to_string();
+    // Dropped with this future: a watcher that dies stops refreshing its
+    // key, and the others take its racks.
+    let membership = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(members::run(
+        bucket,
+        Group::Watchers,
+        me,
+        owned_tx,
+        metrics.watchers_seen.clone(),
+        stop.clone(),
+    )));
     let watcher = Arc::new(Watcher {
-        js: async_nats::jetstream::new(client.clone()),
+        js,
         client,
         bmcs,
         managers,
         reads: Semaphore::new(config.max_reads.max(1)),
+        streams: Semaphore::new(config.max_streams),
         config,
+        metrics,
     });
-    let mut watches: HashMap<(String, String), (Target, CancellationToken)> = HashMap::new();
+    let mut watches = Watches::new();
+    let mut inventory: Option<Vec<Target>> = None;
+    let mut read_at = tokio::time::Instant::now();
     loop {
-        match watcher.inventory().await {
-            Ok(targets) => {
-                let wanted: BTreeMap<(String, String), Target> = targets
-                    .into_iter()
-                    .map(|t| ((t.rack.clone(), t.name.clone()), t))
-                    .collect();
-                watches.retain(|key, (target, token)| {
-                    let keep = wanted.get(key) == Some(target);
-                    if !keep {
-                        token.cancel();
-                    }
-                    keep
-                });
-                for (key, target) in wanted {
-                    if watches.contains_key(&key) {
-                        continue;
-                    }
-                    let token = stop.child_token();
-                    tokio::spawn(Arc::clone(&watcher).watch(target.clone(), token.clone()));
-                    watches.insert(key, (target, token));
+        if tokio::time::Instant::now() >= read_at {
+            match watcher.inventory().await {
+                Ok(targets) => inventory = Some(targets),
+                Err(error) => {
+                    tracing::warn!(error = %ErrorChain(&error), "cannot read the inventory; watching what was known");
                 }
-                tracing::debug!(bmcs = watches.len(), "watching");
             }
-            Err(error) => {
-                tracing::warn!(error = %ErrorChain(&error), "cannot read the inventory; watching what was known");
-            }
+            read_at = tokio::time::Instant::now() + watcher.config.inventory_every;
+        }
+        let mine = owned.borrow_and_update().clone();
+        watcher
+            .metrics
+            .partitions
+            .set(i64::try_from(mine.len()).unwrap_or(i64::MAX));
+        if let Some(targets) = &inventory {
+            Arc::clone(&watcher).reconcile(&mut watches, share(targets, &mine), &stop);
         }
         tokio::select! {
             () = stop.cancelled() => break,
-            () = tokio::time::sleep(watcher.config.inventory_every) => {}
+            () = tokio::time::sleep_until(read_at) => {}
+            changed = owned.changed() => if changed.is_err() { break },
         }
     }
     for (_, token) in watches.values() {
         token.cancel();
     }
+    // Its key is deleted on the way out: the others take its racks at once.
+    let _ = membership.await;
+}
+
+/// The BMCs of `targets` on racks in `partitions`.
+fn share(
+    targets: &[Target],
+    partitions: &BTreeSet<Partition>,
+) -> BTreeMap<(String, String), Target> {
+    targets
+        .iter()
+        .filter(|t| partitions.contains(&Partition::of_rack(&t.rack)))
+        .map(|t| ((t.rack.clone(), t.name.clone()), t.clone()))
+        .collect()
+}
+
+/// A gauge raised while a flag is set, lowered when it is cleared or
+/// dropped: one BMC's share of `flow_watch_bmcs_failing` or
+/// `flow_watch_streams`.
+struct Raised {
+    gauge: Gauge,
+    set: AtomicBool,
+}
+
+impl Raised {
+    fn new(gauge: Gauge) -> Self {
+        Raised {
+            gauge,
+            set: AtomicBool::new(false),
+        }
+    }
+
+    fn set(&self, on: bool) {
+        if self.set.swap(on, Ordering::Relaxed) != on {
+            if on {
+                self.gauge.inc();
+            } else {
+                self.gauge.dec();
+            }
+        }
+    }
+}
+
+impl Drop for Raised {
+    fn drop(&mut self) {
+        self.set(false);
+    }
 }
 
 impl Watcher {
+    /// Watches the BMCs in `wanted` and no others.
+    fn reconcile(
+        self: Arc<Self>,
+        watches: &mut Watches,
+        wanted: BTreeMap<(String, String), Target>,
+        stop: &CancellationToken,
+    ) {
+        watches.retain(|key, (target, token)| {
+            let keep = wanted.get(key) == Some(target);
+            if !keep {
+                token.cancel();
+            }
+            keep
+        });
+        for (key, target) in wanted {
+            if watches.contains_key(&key) {
+                continue;
+            }
+            let token = stop.child_token();
+            tokio::spawn(Arc::clone(&self).watch(target.clone(), token.clone()));
+            watches.insert(key, (target, token));
+        }
+        self.metrics
+            .bmcs
+            .set(i64::try_from(watches.len()).unwrap_or(i64::MAX));
+        tracing::debug!(bmcs = watches.len(), "watching");
+    }
+
     async fn call<E: Endpoint>(&self, request: &E::Request) -> Result<E::Reply, WatchError> {
         let error = |message: String| WatchError::Api {
             endpoint: E::NAME,
@@ -291,6 +411,7 @@ impl Watcher {
             .map_err(|e| WatchError::Publish(e.into()))?
             .await
             .map_err(|e| WatchError::Publish(e.into()))?;
+        self.metrics.events_published.inc();
         tracing::info!(
             rack = %event.rack,
             component = %event.component,
@@ -305,11 +426,13 @@ impl Watcher {
     async fn watch(self: Arc<Self>, target: Target, stop: CancellationToken) {
         let mut pause = RECONNECT_FIRST;
         let mut seen: Option<Seen> = None;
+        let failing = Raised::new(self.metrics.bmcs_failing.clone());
         loop {
             let outcome = tokio::select! {
                 () = stop.cancelled() => return,
                 outcome = self.watch_once(&target, &mut seen) => outcome,
             };
+            failing.set(outcome.is_err());
             match outcome {
                 Ok(Watched::Polled) => {
                     pause = RECONNECT_FIRST;
@@ -348,7 +471,11 @@ impl Watcher {
         target: &Target,
         seen: &mut Option<Seen>,
     ) -> Result<Watched, WatchError> {
-        let Some(uri) = self.event_stream_uri(target).await? else {
+        let stream_slot = match self.event_stream_uri(target).await? {
+            Some(uri) => self.streams.try_acquire().ok().map(|slot| (uri, slot)),
+            None => None,
+        };
+        let Some((uri, _slot)) = stream_slot else {
             self.poll(target).await?;
             self.observe(target, seen).await?;
             return Ok(Watched::Polled);
@@ -361,6 +488,8 @@ impl Watcher {
             .open_stream(target, &uri)
             .await
             .map_err(|e| Self::bmc_error(target, &uri, e))?;
+        let open = Raised::new(self.metrics.streams.clone());
+        open.set(true);
         // Opened: now read what happened while nobody listened.
         self.poll(target).await?;
         self.observe(target, seen).await?;

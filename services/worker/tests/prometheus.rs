@@ -3,7 +3,7 @@
 //! the alert rules and runs their unit tests (`alerts_test.yml`); then a
 //! real Prometheus, started with the shipped configuration pointed at this
 //! test's ports, scrapes a scheduler (in process, its metrics served) and a
-//! `flow-worker` binary while a power-on runs — every target is up, the
+//! `flow-worker --watch` binary while a power-on runs — every target is up, the
 //! alert rules are loaded, and the task counters moved, read through
 //! Prometheus's HTTP API.
 //!
@@ -58,7 +58,7 @@ fn promtool_checks_the_config_and_rules_and_their_unit_tests_pass() {
     let config = run(&promtool, &["check", "config", "prometheus.yml"], &dir);
     assert!(config.contains("SUCCESS"), "{config}");
     let rules = run(&promtool, &["check", "rules", "alerts.yml"], &dir);
-    assert!(rules.contains("SUCCESS: 18 rules found"), "{rules}");
+    assert!(rules.contains("SUCCESS: 20 rules found"), "{rules}");
     let tests = run(&promtool, &["test", "rules", "alerts_test.yml"], &dir);
     assert!(tests.contains("SUCCESS"), "{tests}");
 }
@@ -133,7 +133,7 @@ async fn prometheus_scrapes_the_stack_with_the_shipped_config_and_sees_the_task(
         child: mut worker,
         metrics_addr: worker_addr,
         ..
-    } = support::start_worker(&nats.url(), &dir, BMC_PASSWORD_ENV).await;
+    } = support::start_worker_with(&nats.url(), &dir, BMC_PASSWORD_ENV, &["--watch"]).await;
     let scheduler_addr = scheduler_metrics.local_addr().to_string();
 
     // The shipped configuration, pointed at this test's ports and scraping
@@ -193,7 +193,7 @@ async fn prometheus_scrapes_the_stack_with_the_shipped_config_and_sees_the_task(
     let loaded = rules["data"]["groups"][0]["rules"]
         .as_array()
         .map_or(0, Vec::len);
-    assert_eq!(loaded, 18, "the shipped alert rules are loaded: {rules}");
+    assert_eq!(loaded, 20, "the shipped alert rules are loaded: {rules}");
     let before = query(&base, "sum(flow_jobs_finished_total)").await;
     assert!(
         before.is_empty() || before[0]["value"][1] == "0",

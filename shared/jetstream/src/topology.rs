@@ -491,7 +491,7 @@ async fn bucket(
 }
 
 /// How the workers have divided the job partitions, as JetStream shows it:
-/// the keys in the `flow_workers` bucket and the pulls waiting on each
+/// the workers' keys in the `flow_workers` bucket and the pulls waiting on each
 /// partition's consumer, in partition order (`None`: not readable now).
 /// Settled when every partition has one waiting pull from its one owner.
 pub async fn partition_division(js: &jetstream::Context) -> Option<(usize, Vec<usize>)> {
@@ -501,7 +501,12 @@ pub async fn partition_division(js: &jetstream::Context) -> Option<(usize, Vec<u
         .keys()
         .await
         .ok()?
-        .filter(|k| std::future::ready(k.is_ok()))
+        .filter(|k| {
+            std::future::ready(
+                k.as_ref()
+                    .is_ok_and(|k| k.starts_with(flow_protocol::partition::WORKER_KEY_PREFIX)),
+            )
+        })
         .count()
         .await;
     let stream = js.get_stream(STREAM_JOBS).await.ok()?;

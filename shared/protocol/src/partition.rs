@@ -15,8 +15,13 @@
 pub const JOB_PARTITIONS: u16 = 32;
 
 /// The KV bucket in which each worker keeps a key alive while it runs
-/// (`w.<worker>`); the workers divide the partitions among its members.
+/// (`w.<worker>`), and each hardware watcher (`v.<watcher>`); the workers
+/// divide the partitions among themselves, and so do the watchers.
 pub const BUCKET_WORKERS: &str = "flow_workers";
+/// The prefix of a worker's key in [`BUCKET_WORKERS`].
+pub const WORKER_KEY_PREFIX: &str = "w.";
+/// The prefix of a hardware watcher's key in [`BUCKET_WORKERS`].
+pub const WATCHER_KEY_PREFIX: &str = "v.";
 
 /// A job partition, `0..JOB_PARTITIONS`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

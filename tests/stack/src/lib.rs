@@ -418,6 +418,7 @@ impl Stack {
             bmcs,
             managers,
             config,
+            flow_worker::metrics::WatchMetrics::default(),
             stop.clone(),
         ));
         self.workers.push(WorkerTask { stop, handle });

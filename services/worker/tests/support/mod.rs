@@ -26,6 +26,16 @@ pub struct Worker {
 /// with JSON logs and metrics on a free port, and waits for its metrics
 /// address.
 pub async fn start_worker(nats_url: &str, dir: &Path, password_env: &str) -> Worker {
+    start_worker_with(nats_url, dir, password_env, &[]).await
+}
+
+/// As [`start_worker`], with more arguments (`--watch`, …).
+pub async fn start_worker_with(
+    nats_url: &str,
+    dir: &Path,
+    password_env: &str,
+    extra: &[&str],
+) -> Worker {
     std::fs::create_dir_all(dir).unwrap();
     let credentials = dir.join("credentials.yaml");
     std::fs::write(
@@ -45,6 +55,7 @@ pub async fn start_worker(nats_url: &str, dir: &Path, password_env: &str) -> Wor
         .arg("--credentials-file")
         .arg(&credentials)
         .args(["--metrics-listen", "127.0.0.1:0"])
+        .args(extra)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
