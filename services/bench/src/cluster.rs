@@ -67,9 +67,29 @@ pub struct ClusterSpec {
     pub nats_nodes: usize,
     /// Schedulers.
     pub schedulers: usize,
-    /// The first worker also watches every BMC for hardware events
-    /// (`--watch`, reading the inventory every second).
-    pub watch: bool,
+    /// Hardware watchers: the first `watchers.count` workers also watch
+    /// the BMCs (`--watch`); they divide the racks among themselves.
+    pub watchers: WatcherSpec,
+}
+
+/// Which workers watch the BMCs, and how often they read.
+#[derive(Debug, Clone, Copy)]
+pub struct WatcherSpec {
+    /// Workers that also watch (0: none).
+    pub count: usize,
+    /// `--watch-poll-seconds`.
+    pub poll_s: f64,
+    /// `--watch-inventory-seconds`.
+    pub inventory_s: f64,
+}
+
+impl WatcherSpec {
+    /// No watcher.
+    pub const NONE: WatcherSpec = WatcherSpec {
+        count: 0,
+        poll_s: 60.0,
+        inventory_s: 30.0,
+    };
 }
 
 /// A started installation.
@@ -94,6 +114,8 @@ pub struct Cluster {
     pub schedulers: Vec<Proc>,
     /// `flow-worker`s.
     pub workers: Vec<Proc>,
+    /// Each worker's `/metrics` address (`ip:port`).
+    pub worker_metrics: Vec<String>,
     /// The racks, as the simulator describes them.
     pub racks: Vec<RackSpec>,
     database_admin_url: String,
@@ -359,14 +381,14 @@ impl Cluster {
             ),
         )?;
         let mut workers = Vec::new();
+        let mut worker_metrics = Vec::new();
         for n in 1..=spec.workers {
             let mut env = common_env.clone();
             env.push(("FLOW_NATS_URL".into(), urls_from(n)));
             env.push((PASSWORD_ENV.into(), flow_rack_sim::DEFAULT_PASSWORD.into()));
-            env.push((
-                "FLOW_METRICS_LISTEN".into(),
-                format!("127.0.0.1:{}", free_port()?),
-            ));
+            let metrics = format!("127.0.0.1:{}", free_port()?);
+            env.push(("FLOW_METRICS_LISTEN".into(), metrics.clone()));
+            worker_metrics.push(metrics);
             let mut args = vec![
                 "--credentials-file".into(),
                 credentials.display().to_string(),
@@ -375,13 +397,13 @@ impl Cluster {
                 "--lifecycle-credential".into(),
                 CREDENTIAL_REF.into(),
             ];
-            if spec.watch && n == 1 {
+            if n <= spec.watchers.count {
                 args.extend([
                     "--watch".into(),
                     "--watch-poll-seconds".into(),
-                    "1".into(),
+                    spec.watchers.poll_s.to_string(),
                     "--watch-inventory-seconds".into(),
-                    "1".into(),
+                    spec.watchers.inventory_s.to_string(),
                 ]);
             }
             workers.push(Proc::spawn(Recipe {
@@ -411,6 +433,7 @@ impl Cluster {
             sim_admins,
             schedulers,
             workers,
+            worker_metrics,
             racks,
             database_admin_url,
             database_name,

@@ -50,7 +50,7 @@ use futures::StreamExt;
 use serde::Serialize;
 
 use crate::api;
-use crate::cluster::{Cluster, ClusterSpec, Tools};
+use crate::cluster::{Cluster, ClusterSpec, Tools, WatcherSpec};
 
 /// The drill's rules.
 pub const DRILL_RULES: &str = include_str!("../rules/drill-rules.yaml");
@@ -268,7 +268,7 @@ pub async fn run(tools: &Tools, spec: &DrillSpec, work: &Path) -> anyhow::Result
         job_ack_wait: Some(Duration::from_secs(15)),
         nats_nodes: spec.nats_nodes,
         schedulers: spec.schedulers,
-        watch: false,
+        watchers: WatcherSpec::NONE,
     };
     let mut cluster = Cluster::start(tools, &cluster_spec, work).await?;
     let result = drive(&mut cluster, spec).await;

@@ -22,7 +22,9 @@ use serde_json::json;
 use time::OffsetDateTime;
 
 use crate::api;
-use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, SIM_RACKS_PER_PROCESS, Tools};
+use crate::cluster::{
+    Cluster, ClusterSpec, ClusterUsage, SIM_RACKS_PER_PROCESS, Tools, WatcherSpec,
+};
 
 /// What the leak benchmark runs.
 #[derive(Debug, Clone, Serialize)]
@@ -74,7 +76,7 @@ fn now() -> OffsetDateTime {
     OffsetDateTime::now_utc()
 }
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(crate) fn percentile(sorted: &[f64], p: f64) -> f64 {
     if sorted.is_empty() {
         return f64::NAN;
     }
@@ -83,7 +85,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 }
 
 /// The `n`th compute tray (by name) of rack `i`.
-fn tray(cluster: &Cluster, i: usize, n: usize) -> anyhow::Result<String> {
+pub(crate) fn tray(cluster: &Cluster, i: usize, n: usize) -> anyhow::Result<String> {
     let mut trays: Vec<&str> = cluster.racks[i]
         .components
         .iter()
@@ -98,7 +100,7 @@ fn tray(cluster: &Cluster, i: usize, n: usize) -> anyhow::Result<String> {
 }
 
 /// Raises a leak on `tray` of rack `i` through the simulator's admin API.
-async fn raise(
+pub(crate) async fn raise(
     http: &reqwest::Client,
     cluster: &Cluster,
     i: usize,
@@ -203,7 +205,11 @@ pub async fn run(tools: &Tools, spec: &LeakSpec, work: &Path) -> anyhow::Result<
             job_ack_wait: None,
             nats_nodes: 1,
             schedulers: 1,
-            watch: true,
+            watchers: WatcherSpec {
+                count: 1,
+                poll_s: 1.0,
+                inventory_s: 1.0,
+            },
         },
         work,
     )

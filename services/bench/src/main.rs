@@ -16,6 +16,7 @@
 //! scripts/bench run nvl72 firmware    # some scenarios
 //! scripts/bench drill                 # the full drill: 50 racks
 //! scripts/bench leak                  # leak containment: 25 racks
+//! scripts/bench watch-1000            # watchers over 1,000 racks, one killed
 //! ```
 
 mod api;
@@ -31,6 +32,7 @@ mod procs;
 mod report;
 mod rollout;
 mod scenario;
+mod watch;
 mod writes;
 
 use std::path::PathBuf;
@@ -122,6 +124,36 @@ enum Command {
         /// The long task's wait, seconds.
         #[arg(long, default_value_t = 120)]
         long_task_seconds: u64,
+    },
+    /// Hardware watchers over a site: W workers also watch and divide the
+    /// BMCs; during a site-wide power-on leaks are raised on random trays
+    /// and one watcher is killed halfway: raise → event → ForceOff
+    /// (p50/p99), takeover, each watcher's memory and sockets, leaks lost
+    /// and duplicated.
+    #[command(name = "watch-1000")]
+    Watch1000 {
+        /// Racks.
+        #[arg(long, default_value_t = 1000)]
+        racks: usize,
+        /// Workers.
+        #[arg(long, default_value_t = 4)]
+        workers: usize,
+        /// Of those, watchers (at least 2: one is killed).
+        #[arg(long, default_value_t = 4)]
+        watchers: usize,
+        /// Leaks raised, each on a different rack.
+        #[arg(long, default_value_t = 100)]
+        leaks: usize,
+        /// The pause between two leaks, milliseconds.
+        #[arg(long, default_value_t = 250)]
+        spacing_ms: u64,
+        /// Each watcher's poll interval for BMCs without an event stream.
+        #[arg(long, default_value_t = 60.0)]
+        poll_seconds: f64,
+        /// The simulator's time scale (0.2: a power-on long enough for the
+        /// leaks to land in it).
+        #[arg(long, default_value_t = 0.2)]
+        time_scale: f64,
     },
     /// A site powered on unbudgeted, then with each row's budget set from
     /// the first run's peaks: peaks and trips from the simulator's record.
@@ -376,6 +408,73 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
                 .collect();
             if !broken.is_empty() {
                 bail!("budgets broken: {broken:?}");
+            }
+            Ok(())
+        }
+        Command::Watch1000 {
+            racks,
+            workers,
+            watchers,
+            leaks,
+            spacing_ms,
+            poll_seconds,
+            time_scale,
+        } => {
+            let spec = watch::WatchSpec {
+                racks,
+                workers,
+                watchers,
+                leaks,
+                spacing_ms,
+                time_scale,
+                poll_s: poll_seconds,
+            };
+            let work = work_dir(&cli.tools, "watch-1000");
+            eprintln!(
+                "== watch-1000: {racks} racks, {watchers} of {workers} workers watching, {leaks} leaks during a site power-on, one watcher killed halfway"
+            );
+            let r = watch::run(&tools, &spec, &work).await?;
+            println!("{}", serde_json::to_string_pretty(&r)?);
+            if let Some(path) = &cli.tools.json {
+                std::fs::write(path, serde_json::to_vec_pretty(&r)?)?;
+            }
+            if cli.tools.work_dir.is_none() {
+                let _ = std::fs::remove_dir_all(&work);
+            }
+            eprintln!(
+                "   held in {:.1} s, streams open {:.1} s into the power-on; {} of {} leaks during it; raise → event p50 {:.0} ms p99 {:.0} ms; raise → ForceOff p50 {:.0} ms p99 {:.0} ms ({} trays found on); raise → power-off completed p50 {:.0} ms p99 {:.0} ms ({}); after the kill p50 {:.0} ms p99 {:.0} ms ({}); takeover {:.1} s; lost {}, duplicated {}",
+                r.cover_s,
+                r.streams_s,
+                r.during_power_on,
+                r.raised,
+                r.to_event.p50_ms,
+                r.to_event.p99_ms,
+                r.to_force_off.p50_ms,
+                r.to_force_off.p99_ms,
+                r.to_force_off.n,
+                r.to_contained.p50_ms,
+                r.to_contained.p99_ms,
+                r.to_contained.n,
+                r.after_kill.p50_ms,
+                r.after_kill.p99_ms,
+                r.after_kill.n,
+                r.takeover_s,
+                r.lost,
+                r.duplicated
+            );
+            for w in &r.watchers {
+                eprintln!(
+                    "   {}: {} BMCs, {} streams, peak RSS {:.0} MiB, peak sockets {}{}",
+                    w.name,
+                    w.bmcs,
+                    w.streams,
+                    w.peak_rss_mib,
+                    w.peak_sockets,
+                    if w.killed { " (killed)" } else { "" }
+                );
+            }
+            if r.lost != 0 || r.duplicated != 0 {
+                bail!("leaks lost ({}) or duplicated ({})", r.lost, r.duplicated);
             }
             Ok(())
         }

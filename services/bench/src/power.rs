@@ -28,7 +28,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::api;
-use crate::cluster::{Cluster, ClusterSpec, SIM_RACKS_PER_PROCESS, Tools};
+use crate::cluster::{Cluster, ClusterSpec, SIM_RACKS_PER_PROCESS, Tools, WatcherSpec};
 use crate::scenario::{REFERENCE_RULES, rule_and_ideal, wait_finished};
 
 /// Draw models as Flow's defaults (`migrations/20261205000001_power_domains.sql`):
@@ -180,7 +180,7 @@ async fn one(
             job_ack_wait: None,
             nats_nodes: 1,
             schedulers: 1,
-            watch: false,
+            watchers: WatcherSpec::NONE,
         },
         work,
     )

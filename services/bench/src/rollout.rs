@@ -20,7 +20,7 @@ use flow_rules::{ComponentType, OperationCode};
 use serde::Serialize;
 
 use crate::api;
-use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools};
+use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools, WatcherSpec};
 use crate::measure::{RawRate, raw_jetstream};
 use crate::scenario::{BENCH_RULES, rule_and_ideal};
 
@@ -171,7 +171,7 @@ pub async fn run(tools: &Tools, spec: &RolloutSpec, work: &Path) -> anyhow::Resu
             job_ack_wait: None,
             nats_nodes: 1,
             schedulers: 1,
-            watch: false,
+            watchers: WatcherSpec::NONE,
         },
         work,
     )

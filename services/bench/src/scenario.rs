@@ -14,7 +14,7 @@ use flow_rules::{ComponentType, OperationCode, RuleBatch};
 use serde::Serialize;
 
 use crate::api;
-use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools};
+use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools, WatcherSpec};
 use crate::cost::{Costs, raw_http};
 use crate::cpu::{CpuReading, CpuWindow, Saturation};
 use crate::ideal::{Ideal, ideal};
@@ -228,7 +228,7 @@ pub struct Report {
     pub cpu: CpuWindow,
 }
 
-fn rule_yaml(which: &str) -> &'static str {
+pub(crate) fn rule_yaml(which: &str) -> &'static str {
     if which == "reference" {
         REFERENCE_RULES
     } else {
@@ -252,7 +252,7 @@ pub async fn run(tools: &Tools, s: &Scenario, work: &Path) -> anyhow::Result<Rep
         job_ack_wait: None,
         nats_nodes: 1,
         schedulers: 1,
-        watch: false,
+        watchers: WatcherSpec::NONE,
     };
     tracing::info!(scenario = %s.name, racks = s.racks, workers = s.workers, "starting the cluster");
     let cluster = Cluster::start(tools, &spec, work).await?;

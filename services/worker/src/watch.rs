@@ -86,6 +86,9 @@ impl Default for WatchConfig {
     }
 }
 
+/// The pause before an inventory that could not be read is asked for
+/// again (a watcher started before the scheduler).
+const INVENTORY_RETRY: Duration = Duration::from_secs(2);
 /// The pause before the membership bucket is asked for again.
 const BUCKET_RETRY: Duration = Duration::from_secs(1);
 
@@ -155,12 +158,22 @@ pub async fn run(
     stop: CancellationToken,
 ) {
     let js = async_nats::jetstream::new(client.clone());
-    let bucket = match flow_jetstream::open_bucket(&js, BUCKET_WORKERS, BUCKET_RETRY, &stop).await {
-        Ok(Some(bucket)) => bucket,
-        Ok(None) => return,
-        Err(error) => {
-            tracing::error!(error = %ErrorChain(&error), "cannot open the membership bucket; not watching");
-            return;
+    // The scheduler creates the bucket: a watcher started first waits.
+    let mut warned = false;
+    let bucket = loop {
+        match flow_jetstream::open_bucket(&js, BUCKET_WORKERS, BUCKET_RETRY, &stop).await {
+            Ok(Some(bucket)) => break bucket,
+            Ok(None) => return,
+            Err(error) => {
+                if !warned {
+                    tracing::warn!(error = %ErrorChain(&error), "cannot open the membership bucket yet; trying again");
+                    warned = true;
+                }
+                tokio::select! {
+                    () = stop.cancelled() => return,
+                    () = tokio::time::sleep(BUCKET_RETRY) => {}
+                }
+            }
         }
     };
     let (owned_tx, mut owned) = watch::channel(BTreeSet::new());
@@ -190,13 +203,17 @@ pub async fn run(
     let mut read_at = tokio::time::Instant::now();
     loop {
         if tokio::time::Instant::now() >= read_at {
-            match watcher.inventory().await {
-                Ok(targets) => inventory = Some(targets),
+            let next = match watcher.inventory().await {
+                Ok(targets) => {
+                    inventory = Some(targets);
+                    watcher.config.inventory_every
+                }
                 Err(error) => {
                     tracing::warn!(error = %ErrorChain(&error), "cannot read the inventory; watching what was known");
+                    watcher.config.inventory_every.min(INVENTORY_RETRY)
                 }
-            }
-            read_at = tokio::time::Instant::now() + watcher.config.inventory_every;
+            };
+            read_at = tokio::time::Instant::now() + next;
         }
         let mine = owned.borrow_and_update().clone();
         watcher

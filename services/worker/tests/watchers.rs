@@ -1,9 +1,10 @@
 //! Hardware watchers divide the racks among themselves: three
-//! `flow-worker --watch` processes against a simulator of eight racks. In
+//! `flow-worker --watch` processes against a simulator of eight racks,
+//! started before the scheduler (they wait for its membership bucket). In
 //! steady state each compute tray's BMC has exactly one event stream open
 //! (its EventService's `Subscriptions`, the simulator's own record) and the
-//! watchers' `flow_watch_bmcs` add up to every BMC once. One watcher is
-//! killed (SIGKILL) while it watches some racks; a leak is raised at once
+//! watchers' `flow_watch_bmcs` add up to every BMC once, none holding all.
+//! The watcher with the most racks is killed (SIGKILL); a leak is raised at once
 //! on a tray of every rack, the dead watcher's included: each is recorded
 //! as exactly one event, the survivors take every BMC and partition, and
 //! each stream is open once again.
@@ -92,7 +93,7 @@ async fn leaks(client: &async_nats::Client) -> BTreeMap<(String, String), usize>
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn watchers_divide_the_bmcs_and_a_dead_watchers_racks_are_taken_over_without_a_lost_leak() {
-    let stack = Stack::builder()
+    let mut stack = Stack::builder()
         .simulator(SimConfig {
             racks: RACKS,
             compute: 2,
@@ -102,14 +103,10 @@ async fn watchers_divide_the_bmcs_and_a_dead_watchers_racks_are_taken_over_witho
             ..SimConfig::default()
         })
         .workers(0)
-        .without_rack()
+        .without_scheduler()
         .start()
         .await;
     let inventory = stack.sim().inventory();
-    for rack in &inventory {
-        let rack = serde_json::to_value(rack).unwrap();
-        call(&stack.client, "rack.create", json!({ "rack": rack })).await;
-    }
     let bmcs = inventory.iter().map(|r| r.components.len()).sum::<usize>() as f64;
     // One compute tray per rack: the one that leaks; the other's stream is
     // counted too.
@@ -144,27 +141,37 @@ async fn watchers_divide_the_bmcs_and_a_dead_watchers_racks_are_taken_over_witho
             .await,
         );
     }
+    // The scheduler (and the buckets it creates) after the watchers.
+    stack.start_scheduler().await;
+    for rack in &inventory {
+        let rack = serde_json::to_value(rack).unwrap();
+        call(&stack.client, "rack.create", json!({ "rack": rack })).await;
+    }
     let http = reqwest::Client::new();
 
-    // Steady state: every BMC and partition once, each stream open once.
+    // Steady state: the three see each other, every BMC and partition is
+    // held once, each stream open once.
     let divided = flow_tests::eventually(WAIT, POLL, || async {
         let each = gauges(&watchers, "flow_watch_bmcs").await;
-        let ok = total(&watchers, "flow_watch_bmcs").await == Some(bmcs)
+        let ok = gauges(&watchers, "flow_watchers_seen")
+            .await
+            .iter()
+            .all(|n| *n == Some(3.0))
+            && total(&watchers, "flow_watch_bmcs").await == Some(bmcs)
             && total(&watchers, "flow_watch_partitions").await == Some(32.0)
             && subscriptions(&http, &trays).await.iter().all(|n| *n == 1);
         ok.then_some(each)
     })
     .await
     .unwrap_or_else(|e| panic!("the watchers never divided the BMCs: {e}"));
-    // The one to kill watches some racks (the division is balanced, so
-    // every watcher does with 32 partitions over 3).
-    let victim = divided
-        .iter()
-        .position(|n| n.is_some_and(|n| n > 0.0))
-        .expect("a watcher with BMCs");
+    // The one to kill is the one with the most racks (eight racks over 32
+    // partitions may leave a watcher none).
+    let victim = (0..divided.len())
+        .max_by(|a, b| divided[*a].unwrap_or(0.0).total_cmp(&divided[*b].unwrap_or(0.0)))
+        .expect("three watchers");
     assert!(
-        divided.iter().all(|n| n.is_some_and(|n| n > 0.0)),
-        "each watcher watches some BMCs: {divided:?}"
+        divided[victim].is_some_and(|n| n > 0.0) && divided[victim] < Some(bmcs),
+        "the BMCs are divided: {divided:?}"
     );
 
     let mut dead = watchers.remove(victim);
