@@ -433,6 +433,7 @@ async fn the_shipped_roles_file_runs_a_task_and_keeps_workers_from_submitting() 
                 inventory_every: Duration::from_millis(200),
                 ..Default::default()
             },
+            flow_worker::metrics::WatchMetrics::default(),
             watch_stop.clone(),
         ))
     };

@@ -167,7 +167,11 @@ async fn watchers_divide_the_bmcs_and_a_dead_watchers_racks_are_taken_over_witho
     // The one to kill is the one with the most racks (eight racks over 32
     // partitions may leave a watcher none).
     let victim = (0..divided.len())
-        .max_by(|a, b| divided[*a].unwrap_or(0.0).total_cmp(&divided[*b].unwrap_or(0.0)))
+        .max_by(|a, b| {
+            divided[*a]
+                .unwrap_or(0.0)
+                .total_cmp(&divided[*b].unwrap_or(0.0))
+        })
         .expect("three watchers");
     assert!(
         divided[victim].is_some_and(|n| n > 0.0) && divided[victim] < Some(bmcs),

@@ -12,7 +12,7 @@
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::api::SCHEMA;
+use crate::envelope::{ApiError, ErrorCode, SCHEMA};
 
 /// The longest reason text kept: serde's messages quote the offending
 /// value, which a hostile body can make as large as the whole message, and
@@ -117,6 +117,19 @@ pub fn cap(text: String) -> String {
     }
     let kept: String = text.chars().take(MAX_REASON_CHARS).collect();
     format!("{kept}… ({chars} characters in all)")
+}
+
+/// Decodes a request body; an empty body reads as `{}`. A body that is not
+/// JSON, names an unknown field, lacks one, has a wrong type, or speaks
+/// another `schema` is a `bad_request` whose message names the field (see
+/// [`crate::decode`]).
+pub fn decode_request<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    request(bytes).map_err(|e| {
+        ApiError::new(
+            ErrorCode::BadRequest,
+            format!("request body is not a valid request: {e}"),
+        )
+    })
 }
 
 #[cfg(test)]

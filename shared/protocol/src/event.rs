@@ -12,9 +12,9 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::api::TaskSubmit;
 use crate::ids::{EventId, EventRuleId, ExecutionId, TaskId};
 use crate::status::status_enum;
+use crate::submit::TaskSubmit;
 use flow_rules::ComponentType;
 
 /// The JetStream stream of hardware events (work queue, `flow.hardware.>`).

@@ -31,7 +31,7 @@ pub struct ComponentTarget {
 
 impl ComponentTarget {
     /// The target of a stored component of the rack named `rack`.
-    pub fn of(rack: &str, component: &crate::api::ComponentRecord) -> Self {
+    pub fn of(rack: &str, component: &crate::rack_api::ComponentRecord) -> Self {
         ComponentTarget {
             rack: rack.to_owned(),
             name: component.name.clone(),

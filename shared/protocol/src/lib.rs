@@ -6,6 +6,7 @@
 pub mod api;
 pub mod audit;
 pub mod decode;
+pub mod envelope;
 pub mod event;
 pub mod ids;
 pub mod jobs;
@@ -14,12 +15,15 @@ pub mod partition;
 pub mod power;
 pub mod preview;
 pub mod rack;
+pub mod rack_api;
 pub mod readiness;
+pub mod rule_api;
 pub mod run;
 pub mod schedule;
 pub mod state;
 pub mod status;
 pub mod subjects;
+pub mod submit;
 pub mod task;
 
 pub use ids::{

@@ -7,8 +7,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::TaskId;
-use crate::api::{ApiError, ResolveReply};
+use crate::envelope::ApiError;
 use crate::readiness::NotReady;
+use crate::rule_api::ResolveReply;
 use flow_rules::ComponentType;
 
 /// `task.plan` reply: one plan per targeted rack, in the submission's
@@ -88,7 +89,7 @@ pub struct PlannedRule {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ResolveSummary {
     /// `explicit`, `rack`, `default` or `builtin`.
-    pub source: crate::api::RuleSource,
+    pub source: crate::rule_api::RuleSource,
     /// Why, in words.
     pub reason: String,
     /// The stored rule (none for a built-in).

@@ -8,10 +8,10 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::api::TaskSubmit;
 use crate::ids::{RunId, TaskId};
 use crate::schedule::MaintenanceWindow;
 use crate::status::status_enum;
+use crate::submit::TaskSubmit;
 
 status_enum!(
     /// Where a run is.

@@ -7,8 +7,9 @@
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
-use crate::api::{ApiError, RackOutcome, TaskSubmit};
+use crate::envelope::ApiError;
 use crate::ids::{ScheduleId, TaskId};
+use crate::submit::{RackOutcome, TaskSubmit};
 
 /// When a schedule fires.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,9 +10,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
 
-use crate::api::RuleSource;
 use crate::ids::{RackId, RuleId, TaskId};
 use crate::jobs::ComponentResult;
+use crate::rule_api::RuleSource;
 use crate::status::{StepStatus, TaskStatus};
 
 /// Timestamps in records: RFC 3339 in UTC with six fractional digits
@@ -321,7 +321,7 @@ impl TaskEvent {
     /// An event of schema 1.
     pub fn new(task_id: TaskId, at_ms: u64, kind: TaskEventKind) -> Self {
         TaskEvent {
-            schema: crate::api::SCHEMA,
+            schema: crate::envelope::SCHEMA,
             task_id,
             at_ms,
             kind,
