@@ -1,6 +1,6 @@
 # shellcheck shell=bash
 # Prometheus and promtool for the alert-rule checks and the scrape test
-# (tests/stack/tests/prometheus.rs). Source it, then call
+# (services/worker/tests/prometheus.rs). Source it, then call
 # `ensure_prometheus`: exports FLOW_PROMETHEUS and FLOW_PROMTOOL. Looked for
 # in this order:
 #   1. FLOW_PROMETHEUS / FLOW_PROMTOOL already set (an error if they do not run);

@@ -8,7 +8,8 @@
 For every (task, step) whose next step ran: the worker's "step finished" ->
 the scheduler's "result received" -> "result committed" -> the first
 "outbox published" after the commit -> the next step's "job received" on a
-worker (README.md, "Benchmarks"). Percentiles in milliseconds.
+worker (docs/benchmarks.md; the traces in services/bench/results/JOURNAL.md,
+"A site's stage advance waits for a core"). Percentiles in milliseconds.
 """
 import json, glob, sys, bisect
 from datetime import datetime

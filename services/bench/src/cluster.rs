@@ -300,8 +300,8 @@ impl Cluster {
                 program: tools.bin_dir.join("flow-rack-sim"),
                 args: sim_args,
                 // FLOW_BENCH_SIM_LOG=flow_rack_sim=debug logs every
-                // Redfish request the simulator serves (README.md,
-                // "Benchmarks": the requests per component).
+                // Redfish request the simulator serves (`docs/benchmarks.md`:
+                // the requests per component).
                 env: vec![(
                     "RUST_LOG".into(),
                     std::env::var("FLOW_BENCH_SIM_LOG").unwrap_or_else(|_| "warn".into()),
@@ -338,7 +338,9 @@ impl Cluster {
             (
                 "FLOW_LOG".to_owned(),
                 // FLOW_BENCH_LOG: e.g. `info,flow_scheduler=debug,flow_worker=debug`
-                // to trace a stage advance (README.md, "Benchmarks").
+                // to trace a stage advance (`services/bench/stage_hops.py`;
+                // `services/bench/results/JOURNAL.md`, "A site's stage advance
+                // waits for a core").
                 std::env::var("FLOW_BENCH_LOG").unwrap_or_else(|_| "info".to_owned()),
             ),
         ];

@@ -1,5 +1,6 @@
 //! Printing what the scenarios measured: one table for people, JSON for
-//! the README and for comparisons between runs.
+//! `docs/benchmarks.md`, the journal (`services/bench/results/JOURNAL.md`)
+//! and comparisons between runs.
 
 use comfy_table::{Table, presets::ASCII_MARKDOWN};
 

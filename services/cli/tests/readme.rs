@@ -1,4 +1,5 @@
-//! The README's `sh sim` command blocks, run as written: each block gets a
+//! The operator's manual's `sh sim` command blocks (`docs/operating.md`; any
+//! in `README.md` too), run as written: each block gets a
 //! private nats-server, a fresh database, a scheduler and — when the block
 //! starts `flow-rack-sim` — the simulator with the block's flags and a
 //! worker for it; then every `flow` line runs as the operator would type it
@@ -24,12 +25,25 @@ struct Line {
     exit: i32,
 }
 
-/// The `sh sim` blocks of the README, line by line.
+/// The documents whose `sh sim` blocks run: the operator's manual holds
+/// them; the README may have its own.
+const DOCUMENTS: &[&str] = &["README.md", "docs/operating.md"];
+
+/// The `sh sim` blocks of the documents, line by line.
 fn blocks() -> Vec<Vec<Line>> {
-    let readme = std::fs::read_to_string(root().join("README.md")).expect("README.md");
+    let mut blocks = Vec::new();
+    for document in DOCUMENTS {
+        let text = std::fs::read_to_string(root().join(document)).expect(document);
+        blocks.extend(blocks_of(&text));
+    }
+    blocks
+}
+
+/// The `sh sim` blocks of one document, line by line.
+fn blocks_of(text: &str) -> Vec<Vec<Line>> {
     let mut blocks = Vec::new();
     let mut current: Option<Vec<Line>> = None;
-    for raw in readme.lines() {
+    for raw in text.lines() {
         if let Some(block) = current.as_mut() {
             if raw.starts_with("```") {
                 blocks.push(current.take().unwrap_or_default());
@@ -84,7 +98,7 @@ fn simulator(line: &str) -> (SimConfig, Option<String>) {
             "--powershelf" => config.powershelf = value().parse().expect("--powershelf N"),
             "--inventory-out" => inventory = Some(value()),
             other => panic!(
-                "the README runs flow-rack-sim with {other}, which this test does not provide: {line}"
+                "the documentation runs flow-rack-sim with {other}, which this test does not provide: {line}"
             ),
         }
     }
@@ -122,13 +136,13 @@ async fn run_block(block: &[Line]) {
             "export" | "createdb" | "flow-scheduler" | "flow-rack-sim" | "flow-worker" => continue,
             "flow" => {}
             other => panic!(
-                "the README's sh sim block runs {other:?}, which this test cannot: {}",
+                "a sh sim block runs {other:?}, which this test cannot: {}",
                 line.text
             ),
         }
         assert!(
             !line.command.contains(['"', '\'', '$', '|', '>']),
-            "a README line this test runs must be plain words: {}",
+            "a documented line this test runs must be plain words: {}",
             line.text
         );
         let args: Vec<&str> = line.command.split_whitespace().skip(1).collect();
@@ -160,7 +174,7 @@ async fn run_block(block: &[Line]) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn every_sh_sim_block_of_the_readme_runs_as_written() {
     let blocks = blocks();
-    assert!(blocks.len() >= 2, "the README has its sh sim blocks");
+    assert!(blocks.len() >= 2, "the documentation has its sh sim blocks");
     for block in &blocks {
         run_block(block).await;
     }

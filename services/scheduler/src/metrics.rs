@@ -2,7 +2,8 @@
 //! queue depth (refreshed from the database every [`GAUGE_REFRESH`]), step
 //! and stage durations measured when a result is applied, results applied
 //! or ignored, the outbox, submissions by outcome, and deadline failures.
-//! The README's "Metrics and alerts" lists them with what to alert on.
+//! `docs/operating.md`, "Metrics and alerts", lists them with what to alert
+//! on.
 
 use std::time::Duration;
 

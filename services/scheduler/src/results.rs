@@ -21,8 +21,8 @@ use crate::service::TaskService;
 /// Step results one scheduler holds at once (received, not yet acked):
 /// they wait for the applier, which takes every one that is waiting into
 /// its next batch. The benchmark showed one transaction per result as the
-/// bottleneck when 250 racks finish a stage at once (README.md,
-/// "Benchmarks").
+/// bottleneck when 250 racks finish a stage at once
+/// (`services/bench/results/JOURNAL.md`, "Site scale (2026-12-02)").
 pub const RESULTS_IN_FLIGHT: usize = 512;
 
 /// The most results one transaction applies.

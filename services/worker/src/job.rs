@@ -252,8 +252,8 @@ impl Job<'_> {
     /// Publishes the result (deduplicated by `result/<job>`), then acks the
     /// job. Its checkpoint, when one was stored, stays until the bucket's
     /// age limit (7 days, `shared/jetstream/src/topology.rs`): a delete was
-    /// one more JetStream write per job (README, "The physical ideal and
-    /// the cost of an operation"), and a redelivery after a lost ack then
+    /// one more JetStream write per job (`docs/benchmarks.md`, "The physical
+    /// ideal and the cost of an operation"), and a redelivery after a lost ack then
     /// resumes from it instead of repeating the step's commands. A result
     /// JetStream did not take is retried: by redelivery once the checkpoint
     /// is saved (no call is repeated), in place otherwise (a redelivery

@@ -3,7 +3,8 @@
 //! partitions pulled and the workers seen, waits held
 //! for events and the ones an event cut short, and every hardware call by
 //! component type, action and outcome with its latency.
-//! The README's "Metrics and alerts" lists them with what to alert on.
+//! `docs/operating.md`, "Metrics and alerts", lists them with what to alert
+//! on.
 
 use flow_metrics::{MetricsRegistry, call_buckets};
 use prometheus_client::encoding::EncodeLabelSet;
@@ -66,7 +67,7 @@ pub struct WorkerMetrics {
     /// Results published, by outcome.
     pub jobs_finished: Family<OutcomeLabels, Counter>,
     /// Deliveries with a JetStream delivery count above 1 (resumptions
-    /// after a nak count too; see the README).
+    /// after a nak count too; see `docs/operating.md`, "Metrics and alerts").
     pub job_redeliveries: Counter,
     /// Naks sent, by reason.
     pub job_naks: Family<NakLabels, Counter>,

@@ -44,8 +44,8 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// time, and a probe such as `VerifyReachability` touches every tray of a
 /// rack once and is done. At 1,000 racks (35,000 BMCs, 4 workers) 20 s kept
 /// 8,600-13,500 sockets per worker and 223-261 MiB; 6 s keeps 3,900-5,300
-/// and 137-173 MiB (README, "Benchmarks"). BMCs accept few connections,
-/// too.
+/// and 137-173 MiB (`services/bench/results/JOURNAL.md`, "Worker memory and where the
+/// CPU goes at site scale"). BMCs accept few connections, too.
 pub const IDLE_CONNECTION_TIMEOUT: Duration = Duration::from_secs(6);
 
 /// How the Redfish managers talk to BMCs.

@@ -180,7 +180,8 @@ impl BmcPool {
             .header("X-Auth-Token", session.token.expose())
             // Not kept for reuse: nothing follows a logout, and thousands
             // of pooled connections opened at shutdown cost the worker as
-            // much memory as its whole run (README, "Benchmarks").
+            // much memory as its whole run (`services/bench/results/JOURNAL.md`,
+            // "Worker memory and where the CPU goes at site scale").
             .header(reqwest::header::CONNECTION, "close")
             .send()
             .await;
