@@ -9,9 +9,10 @@
 //! others within `members::GONE_AFTER`, whose new watches read the
 //! chassis at once (a condition raised in between is not missed).
 //!
-//! It reads the inventory from `flow.api` (`rack.list`, `rack.get`) every
-//! [`WatchConfig::inventory_every`] and keeps one watch per BMC of its
-//! racks:
+//! It lists the racks from `flow.api` (`rack.list`) every
+//! [`WatchConfig::inventory_every`], reads those of its partitions
+//! (`rack.get`; a rack it takes over at once) and keeps one watch per BMC
+//! of its racks:
 //!
 //! * a BMC whose service root links an `EventService` with a
 //!   `ServerSentEventUri` is followed on that SSE stream; each `Event`
@@ -86,6 +87,12 @@ impl Default for WatchConfig {
     }
 }
 
+/// Component-state publishes awaiting JetStream's ack at once per watcher:
+/// at a site's cold start every tray BMC is unreachable together, and
+/// tens of thousands of unbounded publishes time out and are sent again,
+/// starving everything else on the server. Hardware events are not held
+/// by it.
+const STATE_PUBLISHES: usize = 64;
 /// The pause before an inventory that could not be read is asked for
 /// again (a watcher started before the scheduler).
 const INVENTORY_RETRY: Duration = Duration::from_secs(2);
@@ -138,6 +145,7 @@ struct Watcher {
     managers: Arc<ManagerRegistry>,
     reads: Semaphore,
     streams: Semaphore,
+    states: Semaphore,
     config: WatchConfig,
     metrics: WatchMetrics,
 }
@@ -195,17 +203,24 @@ pub async fn run(
         managers,
         reads: Semaphore::new(config.max_reads.max(1)),
         streams: Semaphore::new(config.max_streams),
+        states: Semaphore::new(STATE_PUBLISHES),
         config,
         metrics,
     });
     let mut watches = Watches::new();
-    let mut inventory: Option<Vec<Target>> = None;
+    // The racks listed (name, id), and the BMCs of those in this watcher's
+    // partitions; only those are read with `rack.get`.
+    let mut listed: Vec<(String, String)> = Vec::new();
+    let mut racks: BTreeMap<String, Vec<Target>> = BTreeMap::new();
+    let mut stale: BTreeSet<String> = BTreeSet::new();
     let mut read_at = tokio::time::Instant::now();
     loop {
-        if tokio::time::Instant::now() >= read_at {
-            let next = match watcher.inventory().await {
-                Ok(targets) => {
-                    inventory = Some(targets);
+        let now = tokio::time::Instant::now();
+        if now >= read_at {
+            let next = match watcher.list().await {
+                Ok(all) => {
+                    stale = all.iter().map(|(name, _)| name.clone()).collect();
+                    listed = all;
                     watcher.config.inventory_every
                 }
                 Err(error) => {
@@ -213,16 +228,37 @@ pub async fn run(
                     watcher.config.inventory_every.min(INVENTORY_RETRY)
                 }
             };
-            read_at = tokio::time::Instant::now() + next;
+            read_at = now + next;
         }
         let mine = owned.borrow_and_update().clone();
         watcher
             .metrics
             .partitions
             .set(i64::try_from(mine.len()).unwrap_or(i64::MAX));
-        if let Some(targets) = &inventory {
-            Arc::clone(&watcher).reconcile(&mut watches, share(targets, &mine), &stop);
+        let ours = |name: &str| mine.contains(&Partition::of_rack(name));
+        let names: BTreeSet<&str> = listed.iter().map(|(n, _)| n.as_str()).collect();
+        racks.retain(|name, _| names.contains(name.as_str()) && ours(name));
+        for (name, id) in &listed {
+            if !ours(name) || (racks.contains_key(name) && !stale.contains(name)) {
+                continue;
+            }
+            match watcher.rack(id).await {
+                Ok(targets) => {
+                    racks.insert(name.clone(), targets);
+                    stale.remove(name);
+                }
+                Err(error) => {
+                    tracing::warn!(rack = %name, error = %ErrorChain(&error), "cannot read a rack; trying again");
+                    read_at = read_at.min(tokio::time::Instant::now() + INVENTORY_RETRY);
+                }
+            }
         }
+        let wanted = racks
+            .values()
+            .flatten()
+            .map(|t| ((t.rack.clone(), t.name.clone()), t.clone()))
+            .collect();
+        Arc::clone(&watcher).reconcile(&mut watches, wanted, &stop);
         tokio::select! {
             () = stop.cancelled() => break,
             () = tokio::time::sleep_until(read_at) => {}
@@ -234,18 +270,6 @@ pub async fn run(
     }
     // Its key is deleted on the way out: the others take its racks at once.
     let _ = membership.await;
-}
-
-/// The BMCs of `targets` on racks in `partitions`.
-fn share(
-    targets: &[Target],
-    partitions: &BTreeSet<Partition>,
-) -> BTreeMap<(String, String), Target> {
-    targets
-        .iter()
-        .filter(|t| partitions.contains(&Partition::of_rack(&t.rack)))
-        .map(|t| ((t.rack.clone(), t.name.clone()), t.clone()))
-        .collect()
 }
 
 /// A gauge raised while a flag is set, lowered when it is cleared or
@@ -324,28 +348,30 @@ impl Watcher {
         decode_reply::<E::Reply>(&reply.payload).map_err(|e| error(e.message))
     }
 
-    /// Every component with a BMC, across the racks.
-    async fn inventory(&self) -> Result<Vec<Target>, WatchError> {
-        let racks = self
+    /// Every rack: its name and ID.
+    async fn list(&self) -> Result<Vec<(String, String)>, WatchError> {
+        Ok(self
             .call::<endpoint::RackList>(&RackList::default())
             .await?
-            .racks;
-        let mut out = Vec::new();
-        for rack in racks {
-            let record = self
-                .call::<endpoint::RackGet>(&RackByRef {
-                    rack: RackRef(rack.id.to_string()),
-                })
-                .await?;
-            out.extend(
-                record
-                    .components
-                    .into_iter()
-                    .filter(|c| !c.bmc_url.is_empty())
-                    .map(|c| ComponentTarget::of(&record.name, &c)),
-            );
-        }
-        Ok(out)
+            .racks
+            .into_iter()
+            .map(|r| (r.name, r.id.to_string()))
+            .collect())
+    }
+
+    /// The components of rack `id` that have a BMC.
+    async fn rack(&self, id: &str) -> Result<Vec<Target>, WatchError> {
+        let record = self
+            .call::<endpoint::RackGet>(&RackByRef {
+                rack: RackRef(id.to_owned()),
+            })
+            .await?;
+        Ok(record
+            .components
+            .into_iter()
+            .filter(|c| !c.bmc_url.is_empty())
+            .map(|c| ComponentTarget::of(&record.name, &c))
+            .collect())
     }
 
     fn bmc_error(target: &Target, path: &str, source: flow_hardware::HardwareError) -> WatchError {
@@ -574,6 +600,7 @@ impl Watcher {
             return Ok(());
         };
         let body = serde_json::to_vec(&state).map_err(|e| WatchError::Publish(e.into()))?;
+        let _turn = self.states.acquire().await;
         self.js
             .publish(state.subject(), body.into())
             .await
