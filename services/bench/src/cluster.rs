@@ -501,6 +501,25 @@ impl Cluster {
         )
     }
 
+    /// Ends a run: `result` with this cluster's usage given to it by
+    /// `with_usage`, or its error naming where the logs are; the cluster
+    /// is stopped either way.
+    pub async fn finish<R>(
+        self,
+        result: anyhow::Result<R>,
+        with_usage: impl FnOnce(&mut R, ClusterUsage),
+    ) -> anyhow::Result<R> {
+        let result = match result {
+            Ok(mut r) => {
+                with_usage(&mut r, self.usage());
+                Ok(r)
+            }
+            Err(e) => Err(e.context(format!("logs in {}", self.work.display()))),
+        };
+        self.stop().await;
+        result
+    }
+
     /// Waits until `flow.api` answers (after a start or a restart).
     pub async fn wait_api(&mut self) -> anyhow::Result<Duration> {
         let start = Instant::now();

@@ -215,15 +215,7 @@ pub async fn run(tools: &Tools, spec: &LeakSpec, work: &Path) -> anyhow::Result<
     )
     .await?;
     let result = measure(&cluster, spec).await;
-    let result = match result {
-        Ok(mut r) => {
-            r.usage = cluster.usage();
-            Ok(r)
-        }
-        Err(e) => Err(e.context(format!("logs in {}", cluster.work.display()))),
-    };
-    cluster.stop().await;
-    result
+    cluster.finish(result, |r, usage| r.usage = usage).await
 }
 
 async fn measure(cluster: &Cluster, spec: &LeakSpec) -> anyhow::Result<LeakReport> {

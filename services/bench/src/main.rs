@@ -44,6 +44,23 @@ use clap::{Args, Parser, Subcommand};
 use crate::cluster::Tools;
 use crate::drill::{DrillSpec, Fault};
 
+/// Prints a report as JSON, writes it where `--json` says, and removes
+/// the work directory unless `--work-dir` named it.
+fn publish<R: serde::Serialize>(
+    tools: &ToolArgs,
+    work: &std::path::Path,
+    r: &R,
+) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(r)?);
+    if let Some(path) = &tools.json {
+        std::fs::write(path, serde_json::to_vec_pretty(r)?)?;
+    }
+    if tools.work_dir.is_none() {
+        let _ = std::fs::remove_dir_all(work);
+    }
+    Ok(())
+}
+
 /// Flow's benchmark harness and fault drills.
 #[derive(Debug, Parser)]
 #[command(name = "flow-bench", version, about)]
@@ -360,13 +377,7 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
                 "== rollout: firmware over {racks} racks, phases 1/10/50/100 %, at most {max_concurrent} at once, {workers} workers"
             );
             let r = rollout::run(&tools, &spec, &work).await?;
-            println!("{}", serde_json::to_string_pretty(&r)?);
-            if let Some(path) = &cli.tools.json {
-                std::fs::write(path, serde_json::to_vec_pretty(&r)?)?;
-            }
-            if cli.tools.work_dir.is_none() {
-                let _ = std::fs::remove_dir_all(&work);
-            }
+            publish(&cli.tools, &work, &r)?;
             eprintln!(
                 "   {} in {:.1} s (ideal {:.1} s, ratio {:.2}); gate paused {:.0} ms after the failure, {} started after it",
                 r.status, r.makespan_s, r.ideal_s, r.ratio, r.gate_pause_ms, r.started_after_trip
@@ -434,13 +445,7 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
                 "== watch-1000: {racks} racks, {watchers} of {workers} workers watching, {leaks} leaks during a site power-on, one watcher killed halfway"
             );
             let r = watch::run(&tools, &spec, &work).await?;
-            println!("{}", serde_json::to_string_pretty(&r)?);
-            if let Some(path) = &cli.tools.json {
-                std::fs::write(path, serde_json::to_vec_pretty(&r)?)?;
-            }
-            if cli.tools.work_dir.is_none() {
-                let _ = std::fs::remove_dir_all(&work);
-            }
+            publish(&cli.tools, &work, &r)?;
             eprintln!(
                 "   held in {:.1} s, streams open {:.1} s into the power-on; {} of {} leaks during it; raise → event p50 {:.0} ms p99 {:.0} ms; raise → ForceOff p50 {:.0} ms p99 {:.0} ms ({} trays found on); raise → power-off completed p50 {:.0} ms p99 {:.0} ms ({}); after the kill p50 {:.0} ms p99 {:.0} ms ({}); takeover {:.1} s; lost {}, duplicated {}",
                 r.cover_s,
@@ -494,13 +499,7 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
                 "== leak: a leak on one tray of each of {racks} racks, idle then under a {long_task_seconds} s task, {workers} workers"
             );
             let r = leak::run(&tools, &spec, &work).await?;
-            println!("{}", serde_json::to_string_pretty(&r)?);
-            if let Some(path) = &cli.tools.json {
-                std::fs::write(path, serde_json::to_vec_pretty(&r)?)?;
-            }
-            if cli.tools.work_dir.is_none() {
-                let _ = std::fs::remove_dir_all(&work);
-            }
+            publish(&cli.tools, &work, &r)?;
             eprintln!(
                 "   raise → tray off: idle p50 {:.0} ms p99 {:.0} ms; under a long task p50 {:.0} ms p99 {:.0} ms; {} of {} long tasks preempted",
                 r.idle.p50_ms,

@@ -186,9 +186,7 @@ async fn one(
     )
     .await?;
     let result = measure(&cluster, spec, budgets).await;
-    let result = result.map_err(|e| e.context(format!("logs in {}", cluster.work.display())));
-    cluster.stop().await;
-    result
+    cluster.finish(result, |_, _| {}).await
 }
 
 async fn measure(

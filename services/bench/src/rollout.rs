@@ -177,15 +177,7 @@ pub async fn run(tools: &Tools, spec: &RolloutSpec, work: &Path) -> anyhow::Resu
     )
     .await?;
     let result = measure(&cluster, spec).await;
-    let result = match result {
-        Ok(mut r) => {
-            r.usage = cluster.usage();
-            Ok(r)
-        }
-        Err(e) => Err(e.context(format!("logs in {}", cluster.work.display()))),
-    };
-    cluster.stop().await;
-    result
+    cluster.finish(result, |r, usage| r.usage = usage).await
 }
 
 async fn measure(cluster: &Cluster, spec: &RolloutSpec) -> anyhow::Result<RolloutReport> {

@@ -257,15 +257,7 @@ pub async fn run(tools: &Tools, s: &Scenario, work: &Path) -> anyhow::Result<Rep
     tracing::info!(scenario = %s.name, racks = s.racks, workers = s.workers, "starting the cluster");
     let cluster = Cluster::start(tools, &spec, work).await?;
     let result = measure(&cluster, s, operation).await;
-    let result = match result {
-        Ok(mut r) => {
-            r.usage = cluster.usage();
-            Ok(r)
-        }
-        Err(e) => Err(e.context(format!("logs in {}", cluster.work.display()))),
-    };
-    cluster.stop().await;
-    result
+    cluster.finish(result, |r, usage| r.usage = usage).await
 }
 
 async fn measure(

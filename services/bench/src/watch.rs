@@ -237,15 +237,7 @@ pub async fn run(tools: &Tools, spec: &WatchSpec, work: &Path) -> anyhow::Result
     .await?;
     let mut cluster = cluster;
     let result = measure(&mut cluster, spec).await;
-    let result = match result {
-        Ok(mut r) => {
-            r.usage = cluster.usage();
-            Ok(r)
-        }
-        Err(e) => Err(e.context(format!("logs in {}", cluster.work.display()))),
-    };
-    cluster.stop().await;
-    result
+    cluster.finish(result, |r, usage| r.usage = usage).await
 }
 
 async fn measure(cluster: &mut Cluster, spec: &WatchSpec) -> anyhow::Result<WatchReport> {
