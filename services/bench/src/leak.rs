@@ -135,17 +135,7 @@ async fn round(cluster: &Cluster, trays: &[String], limit: Duration) -> anyhow::
         let mut latencies = Vec::new();
         for (i, tray) in trays.iter().enumerate() {
             let name = &cluster.racks[i].name;
-            let off = state
-                .component(name, tray)
-                .into_iter()
-                .flat_map(|c| c.commands.iter())
-                .filter(|x| x.kind == flow_rack_sim::CommandKind::Reset && x.value == "ForceOff")
-                .filter_map(|x| {
-                    OffsetDateTime::parse(&x.at, &time::format_description::well_known::Rfc3339)
-                        .ok()
-                })
-                .find(|at| *at >= raised_at);
-            if let Some(at) = off {
+            if let Some(at) = first_force_off(&state, name, tray, raised_at) {
                 latencies.push((at - raised_at).as_seconds_f64() * 1000.0);
             }
         }
@@ -163,10 +153,31 @@ async fn round(cluster: &Cluster, trays: &[String], limit: Duration) -> anyhow::
     }
 }
 
-/// Clears every event (the idle round's leaks are dealt with), so that the
-/// busy round's leak is each rack's only leaking tray.
-async fn clear_all(cluster: &Cluster) -> anyhow::Result<usize> {
-    let events = api::call::<endpoint::EventList>(
+/// The first `ForceOff` the simulator recorded for `tray` of `rack` at or
+/// after `since`.
+pub(crate) fn first_force_off(
+    state: &flow_rack_sim::SimState,
+    rack: &str,
+    tray: &str,
+    since: OffsetDateTime,
+) -> Option<OffsetDateTime> {
+    state
+        .component(rack, tray)
+        .into_iter()
+        .flat_map(|c| c.commands.iter())
+        .filter(|x| x.kind == flow_rack_sim::CommandKind::Reset && x.value == "ForceOff")
+        .filter_map(|x| {
+            OffsetDateTime::parse(&x.at, &time::format_description::well_known::Rfc3339).ok()
+        })
+        .filter(|at| *at >= since)
+        .min()
+}
+
+/// The latest 1,000 hardware events.
+pub(crate) async fn events(
+    cluster: &Cluster,
+) -> anyhow::Result<Vec<flow_protocol::event::EventRecord>> {
+    Ok(api::call::<endpoint::EventList>(
         &cluster.nats,
         &EventList {
             rack: None,
@@ -174,7 +185,13 @@ async fn clear_all(cluster: &Cluster) -> anyhow::Result<usize> {
         },
     )
     .await?
-    .events;
+    .events)
+}
+
+/// Clears every event (the idle round's leaks are dealt with), so that the
+/// busy round's leak is each rack's only leaking tray.
+async fn clear_all(cluster: &Cluster) -> anyhow::Result<usize> {
+    let events = events(cluster).await?;
     let mut cleared = 0;
     for e in events.iter().filter(|e| e.cleared_at.is_none()) {
         api::call::<endpoint::EventClear>(

@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 use flow_protocol::TaskStatus;
-use flow_protocol::api::{TaskSubmit, endpoint};
-use flow_protocol::event::{EventList, EventRecord, EventType};
+use flow_protocol::api::TaskSubmit;
+use flow_protocol::event::{EventRecord, EventType};
 use flow_protocol::ids::RackRef;
 use flow_rules::{OperationCode, PowerOperation};
 use serde::Serialize;
@@ -27,7 +27,7 @@ use time::OffsetDateTime;
 
 use crate::api;
 use crate::cluster::{Cluster, ClusterSpec, ClusterUsage, Tools, WatcherSpec};
-use crate::leak::{percentile, raise, tray};
+use crate::leak::{events, first_force_off, percentile, raise, tray};
 
 /// What the benchmark runs.
 #[derive(Debug, Clone, Serialize)]
@@ -405,15 +405,7 @@ async fn measure(cluster: &mut Cluster, spec: &WatchSpec) -> anyhow::Result<Watc
     let limit = Duration::from_secs_f64(spec.poll_s) + Duration::from_secs(180);
     let waited = Instant::now();
     let recorded = loop {
-        let events = api::call::<endpoint::EventList>(
-            &cluster.nats,
-            &EventList {
-                rack: None,
-                limit: Some(1000),
-            },
-        )
-        .await?
-        .events;
+        let events = events(cluster).await?;
         let mut by_tray: BTreeMap<(String, String), Vec<EventRecord>> = BTreeMap::new();
         for e in events
             .into_iter()
@@ -468,17 +460,7 @@ async fn measure(cluster: &mut Cluster, spec: &WatchSpec) -> anyhow::Result<Watc
         if let Some(done) = done {
             to_contained.push(ms(*at, done));
         }
-        let off = sim
-            .component(rack, t)
-            .into_iter()
-            .flat_map(|c| c.commands.iter())
-            .filter(|x| x.kind == flow_rack_sim::CommandKind::Reset && x.value == "ForceOff")
-            .filter_map(|x| {
-                OffsetDateTime::parse(&x.at, &time::format_description::well_known::Rfc3339).ok()
-            })
-            .filter(|x| x >= at)
-            .min();
-        if let Some(off) = off {
+        if let Some(off) = first_force_off(&sim, rack, t, *at) {
             to_off.push(ms(*at, off));
         }
     }
