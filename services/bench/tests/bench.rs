@@ -1,5 +1,6 @@
 //! `flow-bench` end to end on the debug binaries: the smoke scenario
-//! measures something real, and the short fault drill passes. Both start
+//! measures something real, the short fault drill passes, and a small
+//! `watch-1000` loses and duplicates no leak across a watcher's kill. Both start
 //! their own NATS server, database, simulator, scheduler and workers as
 //! processes (`scripts/test` builds every binary before the tests run).
 
@@ -94,6 +95,48 @@ fn every_phase_completed_on_three_racks(r: &Value) {
             .sum();
         assert_eq!(total, 3 * 35, "every component counted: {phase:#}");
     }
+}
+
+#[test]
+fn a_small_watch_1000_loses_no_leak_across_a_watcher_kill() {
+    let json = temp_json("flow-bench-watch");
+    let (ok, output) = bench(
+        &[
+            "watch-1000",
+            "--racks",
+            "20",
+            "--workers",
+            "2",
+            "--watchers",
+            "2",
+            "--leaks",
+            "10",
+            "--poll-seconds",
+            "5",
+        ],
+        &json,
+    );
+    assert!(ok, "flow-bench watch-1000 failed:\n{output}");
+    let r = report(&json);
+    assert_eq!(r["bmcs"], 20 * 35, "{r:#}");
+    assert_eq!(r["raised"], 10, "{r:#}");
+    assert_eq!(r["lost"], 0, "{r:#}");
+    assert_eq!(r["duplicated"], 0, "{r:#}");
+    // Every leak's event was timed, the first after the kill among them.
+    assert_eq!(r["to_event"]["n"], 10, "{r:#}");
+    assert!(
+        r["after_kill"]["n"].as_u64().is_some_and(|n| (1..=5).contains(&n)),
+        "{r:#}"
+    );
+    assert!(r["takeover_s"].as_f64().is_some_and(|s| s > 0.0), "{r:#}");
+    let watchers = r["watchers"].as_array().unwrap();
+    assert_eq!(watchers.len(), 2, "{r:#}");
+    assert!(watchers[1]["killed"].as_bool().unwrap(), "{r:#}");
+    for w in watchers {
+        assert!(w["peak_rss_mib"].as_f64().unwrap() > 0.0, "{w:#}");
+        assert!(w["peak_sockets"].as_u64().unwrap() > 0, "{w:#}");
+    }
+    let _ = std::fs::remove_file(json);
 }
 
 #[test]
