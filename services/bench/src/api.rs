@@ -1,37 +1,30 @@
 //! The few `flow.api` calls the harness makes, typed by their endpoints,
 //! with a bounded wait each.
 
-use std::time::Duration;
-
 use flow_protocol::api::{
     Endpoint, RackCreate, RuleBatchCreate, RuleCreate, TaskById, TaskCountsRequest, TaskList,
-    TaskSubmit, TaskSubmitReply, decode_reply, endpoint,
+    TaskSubmit, TaskSubmitReply, endpoint,
 };
-use flow_protocol::subjects::api_subject;
 use flow_protocol::task::{TaskCounts, TaskRecord, TaskSummary};
 use serde_json::{Value, json};
 
-/// How long one API call may take (a request routed into a node that
-/// stopped answering is lost; the caller tries again after this).
-const CALL_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Calls endpoint `E`; the reply's `result` or an error naming the
-/// endpoint.
+/// Calls endpoint `E` through `flow-client` (its 10 s bound: a request
+/// routed into a node that stopped answering is lost, and the caller tries
+/// again after it); the reply's `result` or an error naming the endpoint.
 pub async fn call<E: Endpoint>(
     nats: &async_nats::Client,
     request: &E::Request,
 ) -> anyhow::Result<E::Reply> {
     let name = E::NAME;
-    let payload = serde_json::to_vec(request)?;
-    let reply = tokio::time::timeout(
-        CALL_TIMEOUT,
-        nats.request(api_subject(name), payload.into()),
-    )
-    .await
-    .map_err(|_| anyhow::anyhow!("flow.api.{name}: no answer within {CALL_TIMEOUT:?}"))?
-    .map_err(|e| anyhow::anyhow!("flow.api.{name}: {e}"))?;
-    decode_reply(&reply.payload)
-        .map_err(|e| anyhow::anyhow!("flow.api.{name}: {e}; {}", e.details.join("; ")))
+    flow_client::Client::new(nats.clone(), "the bench's NATS server")
+        .call::<E>(request)
+        .await
+        .map_err(|e| match e {
+            flow_client::ClientError::Api(e) => {
+                anyhow::anyhow!("flow.api.{name}: {e}; {}", e.details.join("; "))
+            }
+            other => anyhow::anyhow!("flow.api.{name}: {other}"),
+        })
 }
 
 /// Loads a rule batch (YAML) as the defaults of its operations.

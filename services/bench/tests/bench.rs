@@ -125,7 +125,9 @@ fn a_small_watch_1000_loses_no_leak_across_a_watcher_kill() {
     // Every leak's event was timed, the first after the kill among them.
     assert_eq!(r["to_event"]["n"], 10, "{r:#}");
     assert!(
-        r["after_kill"]["n"].as_u64().is_some_and(|n| (1..=5).contains(&n)),
+        r["after_kill"]["n"]
+            .as_u64()
+            .is_some_and(|n| (1..=5).contains(&n)),
         "{r:#}"
     );
     assert!(r["takeover_s"].as_f64().is_some_and(|s| s > 0.0), "{r:#}");

@@ -41,13 +41,12 @@ use std::time::Duration;
 
 use async_nats::HeaderMap;
 use flow_hardware::ManagerRegistry;
-use flow_protocol::api::{Endpoint, RackByRef, RackList, decode_reply, endpoint};
+use flow_protocol::api::{Endpoint, RackByRef, RackList, endpoint};
 use flow_protocol::event::{EventType, HardwareEvent, Severity};
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::ComponentTarget;
 use flow_protocol::partition::{BUCKET_WORKERS, Partition};
 use flow_protocol::state::PowerState;
-use flow_protocol::subjects::api_subject;
 use flow_redfish::Connections;
 use flow_redfish::sse::SseFrames;
 use flow_telemetry::ErrorChain;
@@ -110,12 +109,13 @@ const RECONNECT_MAX: Duration = Duration::from_secs(30);
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
     /// A `flow.api` call failed.
-    #[error("flow.api {endpoint}: {message}")]
+    #[error("flow.api {endpoint}")]
     Api {
         /// The endpoint.
         endpoint: &'static str,
-        /// What went wrong.
-        message: String,
+        /// Why.
+        #[source]
+        source: flow_client::ClientError,
     },
     /// A BMC request failed (or was refused).
     #[error("{component} (rack {rack}): {path}")]
@@ -139,7 +139,7 @@ pub enum WatchError {
 type Target = ComponentTarget;
 
 struct Watcher {
-    client: async_nats::Client,
+    api: flow_client::Client,
     js: async_nats::jetstream::Context,
     bmcs: Connections,
     managers: Arc<ManagerRegistry>,
@@ -198,7 +198,8 @@ pub async fn run(
     )));
     let watcher = Arc::new(Watcher {
         js,
-        client,
+        api: flow_client::Client::new(client, "the watcher's NATS connection")
+            .with_actor("flow-worker --watch"),
         bmcs,
         managers,
         reads: Semaphore::new(config.max_reads.max(1)),
@@ -335,17 +336,13 @@ impl Watcher {
     }
 
     async fn call<E: Endpoint>(&self, request: &E::Request) -> Result<E::Reply, WatchError> {
-        let error = |message: String| WatchError::Api {
-            endpoint: E::NAME,
-            message,
-        };
-        let body = serde_json::to_vec(request).map_err(|e| error(e.to_string()))?;
-        let reply = self
-            .client
-            .request(api_subject(E::NAME), body.into())
+        self.api
+            .call::<E>(request)
             .await
-            .map_err(|e| error(e.to_string()))?;
-        decode_reply::<E::Reply>(&reply.payload).map_err(|e| error(e.message))
+            .map_err(|source| WatchError::Api {
+                endpoint: E::NAME,
+                source,
+            })
     }
 
     /// Every rack: its name and ID.
