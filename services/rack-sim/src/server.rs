@@ -89,6 +89,25 @@ pub(crate) fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
     socket.listen(BACKLOG)
 }
 
+/// Holds `addr` while a BMC is down: a socket bound (with `SO_REUSEADDR`)
+/// but not listening, so a connection is refused as by a closed port, and
+/// no other process is handed the port meanwhile (a port the OS chose,
+/// released while the BMC is down, was seen taken by another test's
+/// server, which then answered the BMC's requests with its own `404`; the
+/// OS never picks a bound port for a bind to port 0). [`bind`] takes the
+/// port back while it is held: Linux lets a listener bind beside a
+/// reuse-address socket that does not listen.
+fn reserve(addr: SocketAddr) -> io::Result<TcpSocket> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    Ok(socket)
+}
+
 /// One listener's accept loop.
 pub(crate) struct Listener {
     /// Who it serves, for logs (`admin` or `rack-01/compute-01`).
@@ -115,10 +134,14 @@ impl Listener {
     /// `None` if the BMC starts down).
     pub(crate) async fn run(mut self, mut initial: Option<TcpListener>) {
         loop {
-            // Wait for the switch to be on. Cancel-safe: both arms only
-            // observe watch channels.
+            // Wait for the switch to be on, holding the port. Cancel-safe:
+            // both arms only observe watch channels.
+            let mut held = None;
             while !*self.open.borrow_and_update() {
                 initial = None;
+                if held.is_none() {
+                    held = reserve(self.addr).ok();
+                }
                 tokio::select! {
                     biased;
                     _ = self.shutdown.changed() => return,
@@ -132,6 +155,7 @@ impl Listener {
                     None => return,
                 },
             };
+            drop(held);
             tracing::debug!(bmc = %self.label, addr = %self.addr, "listening");
             self.listening.send_replace(true);
             let keep_running = self.serve(listener).await;

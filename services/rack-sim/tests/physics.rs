@@ -150,3 +150,34 @@ async fn an_open_connection_is_dropped_when_power_goes() {
     );
     sim.shutdown().await;
 }
+
+/// A down BMC keeps its port: the OS does not hand it to another process
+/// (a port it chose was seen taken by another test's server, which then
+/// answered the BMC's requests), yet connections are refused; once up it
+/// serves on the same address.
+#[tokio::test]
+async fn a_down_bmc_holds_its_port_and_refuses_connections() {
+    let sim = start(small(InitialPower::Off, 0.01)).await;
+    let http = client();
+    let tray = bmc(&sim, "compute-01");
+    let addr: std::net::SocketAddr = tray
+        .trim_start_matches("http://")
+        .parse()
+        .expect("the BMC URL is an address");
+    assert!(refused(&http, &tray).await, "down: refused");
+    // A socket without SO_REUSEADDR conflicts with any bound one; the OS
+    // likewise never hands a held port to a bind to port 0.
+    let other = tokio::net::TcpSocket::new_v4().expect("a socket");
+    assert!(
+        other.bind(addr).is_err(),
+        "another socket could bind the down BMC's port {addr}"
+    );
+    drop(other);
+    let shelf = bmc(&sim, "powershelf-01");
+    let (status, _) = post(&http, &shelf, SHELF_RESET, json!({"ResetType": "On"})).await;
+    assert_eq!(status, StatusCode::NO_CONTENT);
+    eventually("tray BMC up on its port", || async {
+        (!refused(&http, &tray).await).then_some(())
+    })
+    .await;
+}
