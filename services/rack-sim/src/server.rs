@@ -79,14 +79,7 @@ pub(crate) fn tls_acceptor(pem: &TlsPem) -> Result<TlsAcceptor, TlsError> {
 /// Binds a listening socket with `SO_REUSEADDR`, so a BMC can bind its port
 /// again while old connections linger in TIME_WAIT.
 pub(crate) fn bind(addr: SocketAddr) -> io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(BACKLOG)
+    reserve(addr)?.listen(BACKLOG)
 }
 
 /// Holds `addr` while a BMC is down: a socket bound (with `SO_REUSEADDR`)
