@@ -22,6 +22,10 @@ use crate::metrics::{OutcomeLabels, WorkerMetrics};
 use crate::progress::{self, KeepAlive};
 use crate::{EVENT_WAIT, INLINE_WAIT, MAX_NAK_DELAY, checkpoint};
 
+/// How much earlier than its time a durable wait's job comes back, to
+/// wait the rest in-process (under `INLINE_WAIT`).
+const DURABLE_EARLY: Duration = Duration::from_millis(250);
+
 /// How often a worker whose checkpoint (or result) could not be saved tries
 /// again while it keeps the job in-process instead of handing it back.
 const UNSAVED_RETRY: Duration = Duration::from_secs(1);
@@ -42,8 +46,8 @@ pub(crate) struct Job<'a> {
 
 /// What to do at a wait the step reached.
 enum AtWait {
-    /// Short: sleep here and go on.
-    Inline(Duration),
+    /// Short: sleep here until the wait's time and go on.
+    Inline,
     /// The checkpoint is not saved: handing the job back now would let its
     /// next delivery start from an older checkpoint and repeat every call
     /// made since. Keep it (alive), wait a little, save again.
@@ -153,7 +157,13 @@ impl Job<'_> {
                         stored.save(&self.kv, &key, &cp, self.metrics).await
                     };
                     match self.at_wait(delay, saved) {
-                        AtWait::Inline(d) => tokio::time::sleep(d).await,
+                        // Until the time itself: the report and the save
+                        // above took some of the delay (a reserved power-on
+                        // sent that late lands closer to the next one).
+                        AtWait::Inline => {
+                            let left = at.saturating_sub(clock.now_ms());
+                            tokio::time::sleep(Duration::from_millis(left)).await;
+                        }
                         AtWait::KeepUnsaved(d) => {
                             dispose(&message, Disposition::StillWorking, self.metrics).await;
                             tokio::time::sleep(d).await;
@@ -241,11 +251,14 @@ impl Job<'_> {
         if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
             AtWait::Dispose(Disposition::HandBack)
         } else if delay <= INLINE_WAIT {
-            AtWait::Inline(delay)
+            AtWait::Inline
         } else if !saved {
             AtWait::KeepUnsaved(delay.min(UNSAVED_RETRY))
         } else {
-            AtWait::Dispose(Disposition::WaitFor(delay.min(MAX_NAK_DELAY)))
+            // Back a little early: the rest is waited here, to the
+            // millisecond, not at the redelivery's own pace.
+            let early = delay.saturating_sub(DURABLE_EARLY);
+            AtWait::Dispose(Disposition::WaitFor(early.min(MAX_NAK_DELAY)))
         }
     }
 

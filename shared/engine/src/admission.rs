@@ -17,7 +17,11 @@
 //! it back (a later command only fills room the earlier ones left). A
 //! command that could never fit (the budget below the steady draw plus its
 //! excess) is refused. Spacing keeps `min_spacing_ms` between any two
-//! starts in a domain. The shelves-off cap holds a power shelf's power-off
+//! starts in a domain: slots are `min_spacing_ms` + [`SPACING_SLACK_MS`]
+//! apart, and a command in a spaced domain — granted now or reserved —
+//! must be sent within that slack of its slot or ask again
+//! ([`send_within_ms`]), so a late sender never lands closer than the
+//! spacing to the next one. The shelves-off cap holds a power shelf's power-off
 //! while as many shelves as the cap are off (emergencies pass it); it has
 //! no expiry to schedule by, so that command asks again.
 
@@ -149,6 +153,28 @@ pub enum Decision {
         /// Why.
         reason: String,
     },
+}
+
+/// How late after its slot a power-on in a spaced domain may still be sent;
+/// slots are spaced this much beyond `min_spacing_ms` so that a send up to
+/// this late keeps the spacing. A sender later than this asks again.
+pub const SPACING_SLACK_MS: u64 = 50;
+
+/// How late after its slot a command over `domains` may still be sent:
+/// [`SPACING_SLACK_MS`] when one of them spaces its power-ons, else `None`
+/// (the store's send window, which a grant's budget hold covers).
+pub fn send_within_ms(domains: &[DomainState]) -> Option<u64> {
+    domains
+        .iter()
+        .any(|d| d.min_spacing_ms.is_some())
+        .then_some(SPACING_SLACK_MS)
+}
+
+/// The least gap admission keeps between two slots of `domain`.
+fn slot_gap(domain: &DomainState) -> Option<u64> {
+    domain
+        .min_spacing_ms
+        .map(|spacing| spacing.saturating_add(SPACING_SLACK_MS))
 }
 
 /// How often a command held by the shelves-off cap asks again (a shelf
@@ -301,7 +327,7 @@ impl<'a> DomainPlan<'a> {
     }
 
     fn fits_spacing(&self, at: u64) -> bool {
-        self.domain.min_spacing_ms.is_none_or(|spacing| {
+        slot_gap(self.domain).is_none_or(|spacing| {
             let i = self
                 .starts
                 .partition_point(|&s| s.saturating_add(spacing) <= at);
@@ -316,7 +342,7 @@ impl<'a> DomainPlan<'a> {
         if self.domain.budget_w.is_none() && self.domain.min_spacing_ms.is_none() {
             return from;
         }
-        let spacing = self.domain.min_spacing_ms.unwrap_or(0);
+        let spacing = slot_gap(self.domain).unwrap_or(0);
         // Room opens when a grant expires or a start's spacing passes.
         let mut candidates: Vec<u64> = std::iter::once(from)
             .chain(self.times.iter().copied())
@@ -522,29 +548,53 @@ mod tests {
     }
 
     #[test]
-    fn spacing_keeps_every_two_starts_apart() {
+    fn spacing_keeps_every_two_slots_apart_by_the_spacing_and_its_slack() {
         let mut d = domain();
         d.budget_w = None;
         d.min_spacing_ms = Some(2_000);
         d.grants = vec![grant(1, 1_000, 1_001)];
+        let gap = 2_000 + SPACING_SLACK_MS;
         assert_eq!(
             decide(std::slice::from_ref(&d), on(1), 2_500),
             Decision::Reserve {
-                at_ms: 3_000,
+                at_ms: 1_000 + gap,
                 reason: "waiting for power-on spacing in row=B: 2000 ms between power-ons".into(),
                 domain: "row=B".into(),
             }
         );
         assert_eq!(
-            decide(std::slice::from_ref(&d), on(1), 3_000),
+            decide(std::slice::from_ref(&d), on(1), 1_000 + gap),
             Decision::Admit
         );
-        // A reservation at 5,000 leaves no 2 s gap at 3,500: after it.
+        // A reservation at 5,000 leaves no gap at 3,500 before it: after it.
         d.grants.push(grant(1, 5_000, 5_001));
-        assert!(matches!(
-            decide(&[d], on(1), 3_500),
-            Decision::Reserve { at_ms: 7_000, .. }
-        ));
+        assert_eq!(
+            decide(std::slice::from_ref(&d), on(1), 3_500),
+            Decision::Reserve {
+                at_ms: 5_000 + gap,
+                reason: "waiting for power-on spacing in row=B: 2000 ms between power-ons".into(),
+                domain: "row=B".into(),
+            }
+        );
+    }
+
+    #[test]
+    fn a_spaced_domain_sends_within_the_slack_and_others_within_the_window() {
+        let mut spaced = domain();
+        spaced.min_spacing_ms = Some(300);
+        let budgeted = domain();
+        assert_eq!(send_within_ms(std::slice::from_ref(&budgeted)), None);
+        assert_eq!(send_within_ms(&[budgeted, spaced]), Some(SPACING_SLACK_MS));
+        // A slot sent at most the slack late still keeps the spacing to
+        // the next slot.
+        let mut d = domain();
+        d.budget_w = None;
+        d.min_spacing_ms = Some(300);
+        d.grants = vec![grant(1, 0, 1)];
+        let Decision::Reserve { at_ms, .. } = decide(&[d], on(1), 0) else {
+            panic!("the second command waits for its slot");
+        };
+        assert!(at_ms - SPACING_SLACK_MS >= 300, "{at_ms}");
     }
 
     #[test]

@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use flow_engine::admission::{self, Command, Decision, DomainState, Grant};
+use flow_engine::admission::{self, Command, Decision, DomainState, Grant, SPACING_SLACK_MS};
 use flow_protocol::TaskId;
 use flow_protocol::api::RackRecord;
 use flow_protocol::power::{
@@ -27,7 +27,10 @@ use crate::racks::{find_rack, rack_record};
 use crate::{Store, StoreError};
 
 /// How long after its grant a command may still be sent: its inrush is
-/// counted for its settle time plus this.
+/// counted for its settle time plus this. In a domain that spaces its
+/// power-ons the slack is narrower (`SPACING_SLACK_MS`,
+/// `shared/engine/src/admission.rs`): every command there, granted now or
+/// reserved, is answered as a reservation sendable only that long.
 pub const SEND_WINDOW: Duration = Duration::from_secs(1);
 
 /// The SQL condition: whether a `power_waits` row is a wait now: until its
@@ -357,6 +360,10 @@ impl Store {
             return Ok(Admission::Granted);
         };
         let now = unsigned(now_ms);
+        // A spaced domain's command must go within the slack of its slot,
+        // else ask again; others within the send window.
+        let send_within = inrush.then(|| admission::send_within_ms(&states)).flatten();
+        let send_by = |at_ms: u64| at_ms + send_within.unwrap_or(window_ms);
         let decision = match admission::decide(&states, command, now) {
             Decision::Refuse { reason } => Admission::Refused { reason },
             Decision::Wait {
@@ -369,7 +376,15 @@ impl Store {
             }
             Decision::Admit => {
                 grant(&mut tx, request, &rows, inrush, excess_w, now, hold_ms).await?;
-                Admission::Granted
+                match send_within {
+                    // Its slot is now: go at once, but not late.
+                    Some(slack) => Admission::Reserved {
+                        at_ms: now,
+                        send_by_ms: send_by(now),
+                        reason: format!("power-on slot now: sent within {slack} ms or asked again"),
+                    },
+                    None => Admission::Granted,
+                }
             }
             Decision::Reserve {
                 at_ms,
@@ -380,12 +395,13 @@ impl Store {
                 record_wait(&mut tx, request, &domain, at_ms, &reason).await?;
                 Admission::Reserved {
                     at_ms,
-                    send_by_ms: at_ms + window_ms,
+                    send_by_ms: send_by(at_ms),
                     reason,
                 }
             }
         };
-        if matches!(decision, Admission::Granted | Admission::Refused { .. }) {
+        let sent_now = matches!(decision, Admission::Reserved { at_ms, .. } if at_ms == now);
+        if sent_now || matches!(decision, Admission::Granted | Admission::Refused { .. }) {
             sqlx::query(
                 "DELETE FROM power_waits WHERE task_id = $1 AND rack = $2 AND component = $3",
             )
@@ -479,7 +495,8 @@ async fn read_domains(
             if budget_w.is_some() {
                 state.steady_w = unsigned(domain_steady_w(&mut *conn, name).await?);
             }
-            state.grants = live_grants(&mut *conn, name, spacing.unwrap_or(0)).await?;
+            let gap = spacing.map_or(0, |ms| ms + SPACING_SLACK_MS as i64);
+            state.grants = live_grants(&mut *conn, name, gap).await?;
         }
         if !inrush && max_off.is_some() {
             let off: i64 = sqlx::query_scalar(
