@@ -1004,7 +1004,7 @@ mod unit {
         let scheduler = shared_dependencies(&root, "services/scheduler");
         for crate_dir in [
             "shared/store",
-            "shared/engine",
+            "shared/decisions",
             "shared/jetstream",
             "shared/config",
         ] {
@@ -1013,6 +1013,13 @@ mod unit {
                 "{crate_dir}: {scheduler:?}"
             );
         }
+        // The scheduler decides; only the worker executes steps.
+        assert!(
+            !scheduler.contains(&"shared/executor".to_owned()),
+            "{scheduler:?}"
+        );
+        let worker = shared_dependencies(&root, "services/worker");
+        assert!(worker.contains(&"shared/executor".to_owned()), "{worker:?}");
     }
 
     #[test]

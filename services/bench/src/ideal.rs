@@ -13,7 +13,7 @@
 //!   only to compare with earlier runs.
 //!
 //! The stages and steps come from the same planner the scheduler uses
-//! ([`flow_engine::plan`]); each step is walked action by action with the
+//! ([`flow_decisions::plan`]); each step is walked action by action with the
 //! executor's semantics:
 //! * a per-component action runs over the components with a sliding window
 //!   of `max_parallel`; a call itself takes no time;
@@ -30,7 +30,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use flow_engine::plan::plan;
+use flow_decisions::plan::plan;
 use flow_protocol::jobs::ComponentTarget;
 use flow_rack_sim::Timings;
 use flow_rules::{Action, ComponentType, OperationCode, PowerOperation, RuleDefinition};

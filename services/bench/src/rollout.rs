@@ -187,7 +187,7 @@ async fn measure(cluster: &Cluster, spec: &RolloutSpec) -> anyhow::Result<Rollou
         .1
         .total;
     let names: Vec<String> = cluster.racks.iter().map(|r| r.name.clone()).collect();
-    let sizes = flow_engine::rollout::phase_sizes(
+    let sizes = flow_decisions::rollout::phase_sizes(
         names.len(),
         &PhasePolicy::Percentages(spec.phases.clone()),
     )?;

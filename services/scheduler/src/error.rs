@@ -1,6 +1,6 @@
 //! The scheduler's errors, and how a store error reads on the API.
 
-use flow_engine::lifecycle::LifecycleError;
+use flow_decisions::lifecycle::LifecycleError;
 use flow_protocol::TaskId;
 use flow_protocol::api::{ApiError, ErrorCode};
 use flow_store::StoreError;

@@ -5,7 +5,7 @@
 //!
 //! An event is stored once per identity (`source`, `key`); the rule is
 //! chosen when it arrives (rack binding → site binding → built-in,
-//! disabled rules passed over: `flow_engine::events::select`), and its
+//! disabled rules passed over: `flow_decisions::events::select`), and its
 //! actions' executions, with their targets fixed, are stored in the same
 //! transaction. The dispatcher claims due executions (`FOR UPDATE SKIP
 //! LOCKED`, a 30 s lease: several schedulers run each attempt once), runs
@@ -26,7 +26,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use async_nats::jetstream;
-use flow_engine::events::{self as rules, Candidate, RackComponent};
+use flow_decisions::events::{self as rules, Candidate, RackComponent};
 use flow_jetstream::{Source, consume, park};
 use flow_protocol::api::{ApiError, ErrorCode, Submission};
 use flow_protocol::event::{

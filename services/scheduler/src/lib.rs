@@ -1,7 +1,7 @@
 //! `flow-scheduler`: owns tasks. It serves the `flow.api` request/reply
 //! service (a NATS micro service named `flow`), creates tasks, publishes
 //! their step jobs through an outbox, applies step results and enforces step
-//! deadlines, fires schedules and moves phased rollouts on. The decisions are the lifecycle's (`flow_engine::lifecycle`);
+//! deadlines, fires schedules and moves phased rollouts on. The decisions are the lifecycle's (`flow_decisions::lifecycle`);
 //! this crate loads, applies and persists them ([`transition`]). All state
 //! is in Postgres, so any number of schedulers can run at once. Its
 //! Prometheus metrics are in [`metrics`].

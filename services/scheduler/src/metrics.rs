@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use flow_engine::lifecycle::Applied;
+use flow_decisions::lifecycle::Applied;
 use flow_metrics::{MetricsRegistry, duration_buckets};
 use flow_protocol::TaskStatus;
 use flow_store::Store;

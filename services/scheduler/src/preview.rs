@@ -7,11 +7,12 @@
 //! plus what power admission would answer now
 //! ([`flow_store::Store::preview_power`]).
 
-use flow_engine::admission::{Decision, gated};
-use flow_engine::plan::{Plan, least_duration};
+use flow_decisions::admission::Decision;
+use flow_decisions::plan::{Plan, least_duration};
 use flow_protocol::api::{ApiError, ErrorCode, Submission, TaskSubmit};
 use flow_protocol::ids::RackRef;
 use flow_protocol::power::PowerAdmit;
+use flow_protocol::power::gated;
 use flow_protocol::preview::{PlanOutcome, RackPlan, StagePlan, StepPlan, TaskPlanReply};
 use flow_protocol::task::timestamp;
 use flow_rules::{Action, OperationCode, PowerOperation, RuleDefinition};
@@ -177,14 +178,14 @@ impl TaskService {
     }
 
     /// What power admission would answer now for the first component of
-    /// each step that sends a gated command (`shared/engine/src/admission.rs`).
+    /// each step that sends a gated command (`shared/decisions/src/admission.rs`).
     async fn power_holds(
         &self,
         record: &flow_protocol::api::RackRecord,
         operation: OperationCode,
         rule: &RuleDefinition,
         plan: &Plan,
-        state: &flow_engine::lifecycle::TaskState,
+        state: &flow_decisions::lifecycle::TaskState,
     ) -> Result<Vec<String>, ApiError> {
         let mut holds = Vec::new();
         if record.power_domains.is_empty() {

@@ -12,7 +12,7 @@ use flow_telemetry::ErrorChain;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use flow_engine::lifecycle::Applied;
+use flow_decisions::lifecycle::Applied;
 use flow_store::stats::StepTiming;
 
 use crate::error::SchedulerError;

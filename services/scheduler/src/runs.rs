@@ -1,6 +1,6 @@
 //! Phased rollouts ("runs"): the `run.*` endpoints and the dispatcher that
 //! moves runs on. The decisions (phases, order, gates, what to submit) are
-//! `flow_engine::rollout`'s; the runs and their targets are the store's
+//! `flow_decisions::rollout`'s; the runs and their targets are the store's
 //! (`flow_store::runs`). Every scheduler runs the dispatcher; a run is
 //! worked on under its row lock (`FOR UPDATE SKIP LOCKED`), so one
 //! scheduler at a time acts on it. Each target's task is submitted through
@@ -11,8 +11,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use flow_engine::calendar::{self, WindowRule};
-use flow_engine::rollout::{self, Accepted, Candidate, Counts, RunView, TargetView};
+use flow_decisions::calendar::{self, WindowRule};
+use flow_decisions::rollout::{self, Accepted, Candidate, Counts, RunView, TargetView};
 use flow_protocol::api::{ApiError, ErrorCode, Submission, TaskSubmit};
 use flow_protocol::ids::RackRef;
 use flow_protocol::run::{

@@ -1,6 +1,6 @@
 //! Schedules: the `schedule.*` endpoints and the dispatcher that fires due
 //! schedules. When a schedule fires next and which window its tasks get is
-//! `flow_engine::calendar`'s; claiming, recording and the revision checks
+//! `flow_decisions::calendar`'s; claiming, recording and the revision checks
 //! are the store's (`flow_store::schedules`); a firing submits its task
 //! request through the same path as `task.submit` ([`crate::submit`]),
 //! each rack's task keyed `schedule/<id>/<due ms>` so a firing finished
@@ -14,7 +14,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use flow_engine::calendar::{Opening, ScheduleCalendar};
+use flow_decisions::calendar::{Opening, ScheduleCalendar};
 use flow_protocol::api::{
     ApiError, ConflictStrategy, ErrorCode, RackOutcome, Submission, TaskSubmit,
 };

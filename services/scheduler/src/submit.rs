@@ -7,8 +7,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use flow_engine::lifecycle::{TaskPlan, TaskState, Window};
-use flow_engine::plan;
+use flow_decisions::lifecycle::{TaskPlan, TaskState, Window};
+use flow_decisions::plan;
 use flow_jetstream::{Source, consume, park};
 use flow_protocol::api::{
     ApiError, ConflictStrategy, ErrorCode, MAX_RACKS_PER_SUBMIT, RackOutcome, Submission,
@@ -85,7 +85,7 @@ pub(crate) struct Prepared {
     /// The rule, when one resolved.
     pub(crate) resolution: Option<flow_store::Resolution>,
     /// The plan, when the rule planned.
-    pub(crate) plan: Option<flow_engine::plan::Plan>,
+    pub(crate) plan: Option<flow_decisions::plan::Plan>,
     /// Flashed components' version changes.
     pub(crate) versions: Vec<flow_protocol::preview::VersionChange>,
     /// Every other reason to refuse, in the order the submission checks.
@@ -371,9 +371,11 @@ impl TaskService {
                 problems,
             ));
         }
-        if let Err(problems) =
-            flow_engine::images::check_images(&resolution.definition, &planned, &request.firmware)
-        {
+        if let Err(problems) = flow_decisions::images::check_images(
+            &resolution.definition,
+            &planned,
+            &request.firmware,
+        ) {
             prepared.problems.push(ApiError::invalid(
                 "the task's firmware images do not match what its rule flashes",
                 problems,
@@ -385,9 +387,10 @@ impl TaskService {
             .map(|c| (c.name.as_str(), c.firmware_version.as_str()))
             .collect();
         prepared.versions =
-            flow_engine::versions::changes(operation, &planned, &installed, &request.firmware);
+            flow_decisions::versions::changes(operation, &planned, &installed, &request.firmware);
         if !request.allow_version_change {
-            let problems = flow_engine::versions::wrong_way_problems(operation, &prepared.versions);
+            let problems =
+                flow_decisions::versions::wrong_way_problems(operation, &prepared.versions);
             if !problems.is_empty() {
                 prepared.problems.push(ApiError::invalid(
                     "the images would move components' firmware the wrong way",

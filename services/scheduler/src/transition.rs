@@ -1,10 +1,10 @@
 //! The lifecycle's transactions: load a task under its row lock, apply an
-//! event (`flow_engine::lifecycle::apply`), save the new state and write
+//! event (`flow_decisions::lifecycle::apply`), save the new state and write
 //! its effects to the outbox, hand the rack on when the task let go of it,
 //! and commit, all in one transaction. Nothing here decides; the lifecycle
 //! does.
 
-use flow_engine::lifecycle::{
+use flow_decisions::lifecycle::{
     self, Admission, Applied, Effect, Event, TaskState, Transition, queue,
 };
 use flow_protocol::api::{ApiError, CancelOutcome, ErrorCode, Submission, TaskCancelReply};

@@ -7,8 +7,8 @@
 
 use std::time::Duration;
 
-use flow_engine::StepJob;
-use flow_engine::admission::{GateRequest, PowerGate};
+use flow_executor::StepJob;
+use flow_executor::gate::{GateRequest, PowerGate};
 use flow_protocol::TaskId;
 use flow_protocol::api::{Endpoint, decode_reply, endpoint};
 use flow_protocol::power::{Admission, PowerAdmit};

@@ -2,7 +2,7 @@
 //! read when a delivery starts, written before every wait and at the end.
 
 use async_nats::jetstream::kv;
-use flow_engine::Checkpoint;
+use flow_executor::Checkpoint;
 use flow_protocol::jobs::JobId;
 use flow_telemetry::ErrorChain;
 

@@ -1,5 +1,5 @@
 //! Verification waits held in the worker for a device's events (see
-//! `flow_engine::wake`): while the job is held, a change signal from a
+//! `flow_executor::wake`): while the job is held, a change signal from a
 //! BMC's event stream ends the wait and the step polls at once. Holding a
 //! job keeps its slot, so at most half the worker's slots are held this
 //! way; the rest of the waits stay durable (a nak with a delay).
@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use flow_engine::wake::{Wake, Woken};
+use flow_executor::wake::{Wake, Woken};
 
 /// How often a held wait looks at the worker's stopping flag.
 const STOP_CHECK: Duration = Duration::from_secs(1);

@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, Message, kv};
-use flow_engine::checkpoint::ComponentStatus;
-use flow_engine::{Checkpoint, Clock, Progress, SystemClock, advance};
+use flow_executor::checkpoint::ComponentStatus;
+use flow_executor::{Checkpoint, Clock, Progress, SystemClock, advance};
 use flow_hardware::ManagerRegistry;
 use flow_jetstream::park;
 use flow_protocol::ComponentOutcome;
@@ -212,7 +212,7 @@ impl Job<'_> {
         stored: &mut Stored,
         key: &str,
         delay: Duration,
-        kept: &mut Option<flow_engine::wake::Wake>,
+        kept: &mut Option<flow_executor::wake::Wake>,
     ) -> bool {
         let previous = kept.take();
         if delay.is_zero()
@@ -221,7 +221,7 @@ impl Job<'_> {
         {
             return false;
         }
-        let Some(mut wake) = flow_engine::wake::wake_for(&job.job, cp, self.registry, previous)
+        let Some(mut wake) = flow_executor::wake::wake_for(&job.job, cp, self.registry, previous)
         else {
             return false;
         };
@@ -234,14 +234,14 @@ impl Job<'_> {
         self.metrics.event_waits.inc();
         let _alive = KeepAlive::start(message, self.keep_alive);
         match crate::hold::wait(&mut wake, delay, self.stopping).await {
-            flow_engine::wake::Woken::Poll(names) => {
+            flow_executor::wake::Woken::Poll(names) => {
                 self.metrics.event_wakes.inc();
                 tracing::debug!(components = names.len(), "event: polling now");
-                flow_engine::wake::poll_now(cp, &names, SystemClock.now_ms());
+                flow_executor::wake::poll_now(cp, &names, SystemClock.now_ms());
             }
             // No event will come: the step is looked at again, and the
             // rest of its wait is a durable one.
-            flow_engine::wake::Woken::NoFeed | flow_engine::wake::Woken::TimedOut => {}
+            flow_executor::wake::Woken::NoFeed | flow_executor::wake::Woken::TimedOut => {}
         }
         *kept = Some(wake);
         true

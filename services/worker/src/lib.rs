@@ -54,7 +54,7 @@ pub const INLINE_WAIT: Duration = Duration::from_secs(1);
 
 /// A verification's wait up to this long is held in the worker when its
 /// components' BMCs have an open event stream, so that an event ends it
-/// (`flow_engine::wake`); longer ones, and waits without a stream, are
+/// (`flow_executor::wake`); longer ones, and waits without a stream, are
 /// durable waits as before.
 pub const EVENT_WAIT: Duration = Duration::from_secs(30);
 

@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use async_nats::jetstream::{self, Message};
-use flow_engine::checkpoint::ComponentStatus;
-use flow_engine::{Checkpoint, Clock, SystemClock};
+use flow_executor::checkpoint::ComponentStatus;
+use flow_executor::{Checkpoint, Clock, SystemClock};
 use flow_protocol::jobs::JobMessage;
 use flow_protocol::task::{TaskEvent, TaskEventKind};
 
@@ -92,7 +92,7 @@ pub async fn report(
             stage: job.stage,
             step_index: job.id.step_index,
             component_type: job.job.step.component_type,
-            action: flow_engine::executor::action_label(&job.job, cp.action)
+            action: flow_executor::executor::action_label(&job.job, cp.action)
                 .unwrap_or_else(|| "done".to_owned()),
             done,
             failed,

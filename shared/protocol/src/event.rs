@@ -7,7 +7,7 @@
 //! `flow.hardware.<event type>` ([`STREAM_HARDWARE`]). The scheduler stores
 //! each identity once, picks the rule (rack binding → site binding →
 //! built-in), and runs the rule's actions as durable executions
-//! ([`ExecutionStatus`]). The decisions are `flow_engine::events`'.
+//! ([`ExecutionStatus`]). The decisions are `flow_decisions::events`'.
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;

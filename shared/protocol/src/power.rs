@@ -244,6 +244,12 @@ pub enum Admission {
     },
 }
 
+/// Whether `op` on a component of `component_type` asks admission: every
+/// inrush, and a power shelf's power-off (the shelves-off cap).
+pub fn gated(component_type: ComponentType, op: PowerOperation) -> bool {
+    draws_inrush(op) || component_type == ComponentType::PowerShelf
+}
+
 /// Whether a power operation draws an inrush (a power-on or any reset):
 /// such commands take a share of their domains' budgets.
 pub fn draws_inrush(op: PowerOperation) -> bool {

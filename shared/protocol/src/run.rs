@@ -1,7 +1,7 @@
 //! Phased rollouts ("runs") on the wire: an operation (any: power,
 //! firmware, decommission) rolled over racks in phases, at most so many at
 //! once, paused by safety gates when failures climb. The decisions are
-//! `flow_engine::rollout`'s.
+//! `flow_decisions::rollout`'s.
 
 use std::fmt;
 

@@ -2,7 +2,7 @@
 //! options, as `task.submit` takes them) fired at an interval, at cron
 //! times in a time zone, or once; the maintenance windows its tasks may
 //! start in; what each firing did. The calendar arithmetic is
-//! `flow_engine::calendar`'s.
+//! `flow_decisions::calendar`'s.
 
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;

@@ -1,6 +1,6 @@
 //! Event rules, their bindings, hardware events and the executions of
 //! their actions: persistence only. Which rule applies and what its
-//! actions target is decided by the caller (`flow_engine::events`); this
+//! actions target is decided by the caller (`flow_decisions::events`); this
 //! module stores rules with compare-and-set on their revision, stores each
 //! event identity once with its executions in one transaction, and hands
 //! due executions out with `FOR UPDATE SKIP LOCKED` and a fenced lease.

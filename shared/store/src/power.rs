@@ -3,7 +3,7 @@
 //! Admission runs in one transaction holding the row locks of the domains
 //! the command is in (taken in name order, so two schedulers asking for
 //! overlapping domains cannot deadlock): the decision is
-//! [`flow_engine::admission::decide`] over what it read; a grant's effects
+//! [`flow_decisions::admission::decide`] over what it read; a grant's effects
 //! (an inrush share until it expires, the domain's last power-on time, a
 //! shelf counted off or on) are written before the lock is released. Every
 //! scheduler answers `power.admit` against the same rows, so a budget holds
@@ -11,7 +11,7 @@
 
 use std::time::Duration;
 
-use flow_engine::admission::{self, Command, Decision, DomainState, Grant, SPACING_SLACK_MS};
+use flow_decisions::admission::{self, Command, Decision, DomainState, Grant, SPACING_SLACK_MS};
 use flow_protocol::TaskId;
 use flow_protocol::api::RackRecord;
 use flow_protocol::power::{
@@ -29,7 +29,7 @@ use crate::{Store, StoreError};
 /// How long after its grant a command may still be sent: its inrush is
 /// counted for its settle time plus this. In a domain that spaces its
 /// power-ons the slack is narrower (`SPACING_SLACK_MS`,
-/// `shared/engine/src/admission.rs`): every command there, granted now or
+/// `shared/decisions/src/admission.rs`): every command there, granted now or
 /// reserved, is answered as a reservation sendable only that long.
 pub const SEND_WINDOW: Duration = Duration::from_secs(1);
 
@@ -340,7 +340,7 @@ impl Store {
 
     /// Decides when a power command may go — now, at a reserved time, or
     /// never — and records the grant (its share from its start) or the
-    /// wait's reason (`shared/engine/src/admission.rs`).
+    /// wait's reason (`shared/decisions/src/admission.rs`).
     #[tracing::instrument(skip_all, fields(task_id = %request.task, rack = %request.rack, component = %request.component))]
     pub async fn admit_power(&self, request: &PowerAdmit) -> Result<Admission, StoreError> {
         let Some(asked) = self.asked(request).await? else {

@@ -1,5 +1,5 @@
 //! Phased rollouts ("runs") and their targets: persistence only. What a
-//! run does next is `flow_engine::rollout`'s; this module stores runs and
+//! run does next is `flow_decisions::rollout`'s; this module stores runs and
 //! targets, reads a target's task status with it, and hands schedulers the
 //! runs to advance under row locks (`FOR NO KEY UPDATE SKIP LOCKED`: one
 //! scheduler at a time acts on a run, and none waits for another). The

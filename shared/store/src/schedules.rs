@@ -1,6 +1,6 @@
 //! Schedules and their firings: persistence only. What a schedule's next
 //! time is, and which window its tasks get, is decided by the caller
-//! (`flow_engine::calendar`); this module stores schedules with
+//! (`flow_decisions::calendar`); this module stores schedules with
 //! compare-and-set on their revision, claims due ones with `FOR UPDATE SKIP
 //! LOCKED` (several schedulers never make one firing twice: a firing's key
 //! is its schedule and due time), and records what each firing did.

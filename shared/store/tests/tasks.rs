@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flow_engine::lifecycle::{Admission, Effect, Event, TaskPlan, TaskState, Window, apply};
-use flow_engine::plan;
+use flow_decisions::lifecycle::{Admission, Effect, Event, TaskPlan, TaskState, Window, apply};
+use flow_decisions::plan;
 use flow_protocol::api::{ResolveReply, RuleSource};
 use flow_protocol::jobs::ComponentTarget;
 use flow_protocol::rack::RackSpec;

@@ -1,4 +1,4 @@
-//! Tasks: persistence only. The lifecycle (`flow_engine::lifecycle`)
+//! Tasks: persistence only. The lifecycle (`flow_decisions::lifecycle`)
 //! decides; this module loads a task's state under its row lock, saves the
 //! state a transition produced (compare-and-set on what it was) and writes
 //! the transition's effects to the outbox, all in one [`TaskTx`]. It also
@@ -13,8 +13,8 @@ mod rows;
 use flow_protocol::power::DomainName;
 use std::collections::HashMap;
 
-use flow_engine::lifecycle::queue::{OpenTask, RackTasks};
-use flow_engine::lifecycle::{Effect, TaskState};
+use flow_decisions::lifecycle::queue::{OpenTask, RackTasks};
+use flow_decisions::lifecycle::{Effect, TaskState};
 use flow_protocol::api::ResolveReply;
 use flow_protocol::readiness::{ComponentStatus, NotReady, UnknownComponentStatus};
 use flow_protocol::{EventId, RackId, RunId, ScheduleId, StepStatus, TaskId, TaskStatus};

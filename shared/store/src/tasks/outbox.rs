@@ -1,7 +1,7 @@
 //! The outbox: messages committed with the state that justifies them, and
 //! published by the scheduler afterwards (`Nats-Msg-Id` drops a repeat).
 
-use flow_engine::lifecycle::Effect;
+use flow_decisions::lifecycle::Effect;
 use std::collections::HashMap;
 use std::time::Duration;
 

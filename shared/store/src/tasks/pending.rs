@@ -4,7 +4,7 @@
 //! Each row is written as a compare-and-set on what it was when loaded; a
 //! row that moved underneath fails the whole write.
 
-use flow_engine::lifecycle::{StepState, TaskState};
+use flow_decisions::lifecycle::{StepState, TaskState};
 use sqlx::PgConnection;
 use time::OffsetDateTime;
 use uuid::Uuid;

@@ -7,8 +7,8 @@ use flow_protocol::power::DomainName;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flow_engine::lifecycle::conflict::Footprint;
-use flow_engine::lifecycle::{StepState, TaskPlan, TaskState, Window};
+use flow_decisions::lifecycle::conflict::Footprint;
+use flow_decisions::lifecycle::{StepState, TaskPlan, TaskState, Window};
 use flow_protocol::api::RuleSource;
 use flow_protocol::jobs::{ComponentResult, ComponentTarget, FirmwareImage};
 use flow_protocol::task::{StepRecord, TaskRecord, TaskSummary};

@@ -15,10 +15,11 @@ use flow_rules::{
     Action, ActionName, ComponentType, OperationCode, PowerOperation, PowerState, RetryPolicy,
 };
 
-use crate::admission::{GateRequest, PowerGate, gated};
 use crate::checkpoint::{ActionRecord, ComponentState, ComponentStatus};
 use crate::clock::after;
+use crate::gate::{GateRequest, PowerGate};
 use crate::{Checkpoint, Clock, StepJob};
+use flow_protocol::power::gated;
 
 /// How long status calls of `WaitDecommissioned` may fail in a row before
 /// the action fails: "five minutes of consecutive status-call failures"
@@ -179,7 +180,7 @@ enum Call {
     /// The component failed the action.
     Fail(String),
     /// Power admission holds the command until this time (epoch ms): no
-    /// call was made (`shared/engine/src/admission.rs`).
+    /// call was made (`shared/decisions/src/admission.rs`).
     Held(u64),
 }
 

@@ -6,12 +6,12 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flow_engine::lifecycle::{
+use flow_decisions::lifecycle::{
     Admission, Applied, CANCELLED, CANCELLED_WHILE_QUEUED, EXPIRED_MESSAGE, Effect, Event,
     LifecycleError, TaskPlan, TaskState, Transition, WAITING_FOR_WINDOW, WINDOW_ENDED, Window,
     apply,
 };
-use flow_engine::plan;
+use flow_decisions::plan;
 use flow_hardware::ComponentTarget;
 use flow_protocol::jobs::{ComponentResult, JobId, ResultMessage, StepOutcome};
 use flow_protocol::readiness::{ComponentStatus, NotReady};
@@ -660,7 +660,7 @@ fn nothing_to_do_fails_at_start() {
     }
     let t = ok(&s, Event::Submitted(Admission::Start), T0);
     assert_eq!(t.state.status, TaskStatus::Failed);
-    assert_eq!(t.state.message, flow_engine::lifecycle::NOTHING_TO_DO);
+    assert_eq!(t.state.message, flow_decisions::lifecycle::NOTHING_TO_DO);
     assert!(promotes(&t));
 }
 

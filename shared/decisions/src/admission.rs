@@ -1,6 +1,7 @@
 //! Power admission, decided: when may one power command go? Pure over
 //! the state of the command's domains as the store read it under their row
-//! locks (`shared/store/src/power.rs` records the grant it decides).
+//! locks (`shared/store/src/power.rs` records the grant it decides; the
+//! worker asks through `shared/executor/src/gate.rs`).
 //!
 //! What a domain counts against its budget: every component of its racks
 //! at its steady draw (whatever is on now: Flow does not know the power
@@ -24,58 +25,6 @@
 //! spacing to the next one. The shelves-off cap holds a power shelf's power-off
 //! while as many shelves as the cap are off (emergencies pass it); it has
 //! no expiry to schedule by, so that command asks again.
-
-use futures::future::BoxFuture;
-
-use flow_protocol::power::{Admission, draws_inrush};
-use flow_rules::{ComponentType, PowerOperation};
-
-use crate::StepJob;
-
-/// A power command a step is about to send, for its gate.
-#[derive(Debug, Clone, Copy)]
-pub struct GateRequest<'a> {
-    /// The component's rack.
-    pub rack: &'a str,
-    /// The component.
-    pub component: &'a str,
-    /// Its type.
-    pub component_type: ComponentType,
-    /// The command.
-    pub operation: PowerOperation,
-}
-
-/// Where a worker asks before a power command (a power-on, a reset, a
-/// power shelf's power-off) of a step whose rack is in a power domain.
-pub trait PowerGate: Send + Sync {
-    /// Granted, wait, or refused; an error holds the command too.
-    fn admit<'a>(
-        &'a self,
-        job: &'a StepJob,
-        request: GateRequest<'a>,
-    ) -> BoxFuture<'a, Result<Admission, String>>;
-}
-
-/// A gate that grants everything: for racks in no domain, and tests of
-/// the executor alone.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Ungated;
-
-impl PowerGate for Ungated {
-    fn admit<'a>(
-        &'a self,
-        _job: &'a StepJob,
-        _request: GateRequest<'a>,
-    ) -> BoxFuture<'a, Result<Admission, String>> {
-        Box::pin(async { Ok(Admission::Granted) })
-    }
-}
-
-/// Whether `op` on a component of `component_type` asks admission: every
-/// inrush, and a power shelf's power-off (the shelves-off cap).
-pub fn gated(component_type: ComponentType, op: PowerOperation) -> bool {
-    draws_inrush(op) || component_type == ComponentType::PowerShelf
-}
 
 /// A share of a domain: a granted or reserved power-on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

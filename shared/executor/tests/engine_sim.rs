@@ -10,10 +10,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use flow_engine::admission::Ungated;
-use flow_engine::{
-    Checkpoint, Clock, FirmwareImage, Progress, StepJob, SystemClock, advance, plan,
-};
+use flow_decisions::plan;
+use flow_executor::gate::Ungated;
+use flow_executor::{Checkpoint, Clock, FirmwareImage, Progress, StepJob, SystemClock, advance};
 use flow_hardware::{
     ComponentManager, ComponentTarget, DecommissionState, FirmwareJob, FirmwareRequest,
     FirmwareStart, FirmwareStatus, HardwareError, ManagerDescriptor, ManagerRegistry, PowerOutcome,

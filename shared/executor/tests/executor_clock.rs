@@ -11,8 +11,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use flow_engine::admission::Ungated;
-use flow_engine::{Checkpoint, Clock, Progress, StepJob, advance};
+use flow_executor::gate::Ungated;
+use flow_executor::{Checkpoint, Clock, Progress, StepJob, advance};
 use flow_hardware::catalog::BMC_CAPABILITIES;
 use flow_hardware::{
     ComponentManager, ComponentTarget, HardwareError, ManagerDescriptor, ManagerRegistry,
@@ -466,11 +466,11 @@ struct Gate {
     clock: Arc<TokioClock>,
 }
 
-impl flow_engine::admission::PowerGate for Gate {
+impl flow_executor::gate::PowerGate for Gate {
     fn admit<'a>(
         &'a self,
         _job: &'a StepJob,
-        _request: flow_engine::admission::GateRequest<'a>,
+        _request: flow_executor::gate::GateRequest<'a>,
     ) -> futures::future::BoxFuture<'a, Result<flow_protocol::power::Admission, String>> {
         use flow_protocol::power::Admission;
         self.asked.fetch_add(1, Ordering::SeqCst);
