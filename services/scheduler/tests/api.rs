@@ -50,14 +50,11 @@ async fn raw_on(
     endpoint: &str,
     body: Vec<u8>,
 ) -> Result<Value, ApiError> {
-    let reply = tokio::time::timeout(
-        Duration::from_secs(10),
-        client.request(api_subject(endpoint), body.into()),
-    )
-    .await
-    .expect("reply within 10 s")
-    .expect("request");
-    decode_reply::<Value>(&reply.payload)
+    let reply = flow_client::Client::new(client.clone(), "test")
+        .request_raw(endpoint, body, Duration::from_secs(10), None)
+        .await
+        .unwrap_or_else(|e| panic!("{endpoint}: no reply within 10 s: {e}"));
+    decode_reply::<Value>(&reply)
 }
 
 fn definition(fixture: &str) -> Value {

@@ -8,8 +8,7 @@
 
 use flow_client::Client;
 use flow_protocol::api::endpoint;
-use flow_protocol::audit::{ACTOR_HEADER, EndpointKind};
-use flow_protocol::subjects::api_subject;
+use flow_protocol::audit::EndpointKind;
 use flow_rack_sim::{InitialPower, SimConfig};
 use flow_testenv::Stack;
 use serde_json::{Value, json};
@@ -43,23 +42,20 @@ fn client_as(env: &Stack, actor: &str) -> Client {
     Client::new(env.client.clone(), "test").with_actor(actor)
 }
 
-/// Sends `body` to `name` as `actor` (raw NATS, with the header), and
+/// Sends `body` to `name` as `actor` (untyped, with the header), and
 /// returns the decoded reply.
 async fn send_as(env: &Stack, actor: &str, name: &str, body: &Value) -> Result<Value, String> {
-    let mut headers = async_nats::HeaderMap::new();
-    headers.insert(ACTOR_HEADER, actor);
     let reply = env
-        .client
-        .send_request(
-            api_subject(name),
-            async_nats::Request::new()
-                .headers(headers)
-                .payload(serde_json::to_vec(body).unwrap().into())
-                .timeout(Some(std::time::Duration::from_secs(30))),
+        .api
+        .request_raw(
+            name,
+            serde_json::to_vec(body).unwrap(),
+            std::time::Duration::from_secs(30),
+            Some(actor),
         )
         .await
         .unwrap_or_else(|e| panic!("{name}: no reply: {e}"));
-    flow_protocol::api::decode_reply::<Value>(&reply.payload).map_err(|e| e.message)
+    flow_protocol::api::decode_reply::<Value>(&reply).map_err(|e| e.message)
 }
 
 async fn count(env: &Stack) -> i64 {

@@ -65,15 +65,12 @@ async fn until(
     let body = serde_json::to_vec(&json!({ "id": task })).unwrap();
     let last = std::sync::Mutex::new(String::new());
     flow_tests::eventually(timeout, POLL, || async {
-        let request = async_nats::Request::new()
-            .payload(body.clone().into())
-            .timeout(Some(Duration::from_secs(2)));
         let reply = stack
-            .client
-            .send_request(flow_protocol::subjects::api_subject("task.get"), request)
+            .api
+            .request_raw("task.get", body.clone(), Duration::from_secs(2), None)
             .await;
         let task = match reply {
-            Ok(m) => flow_protocol::api::decode_reply::<Value>(&m.payload).ok(),
+            Ok(m) => flow_protocol::api::decode_reply::<Value>(&m).ok(),
             Err(e) => {
                 *last.lock().unwrap() = e.to_string();
                 None

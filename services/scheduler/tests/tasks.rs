@@ -4,7 +4,6 @@
 use std::time::{Duration, Instant};
 
 use flow_protocol::api::decode_reply;
-use flow_protocol::subjects::api_subject;
 use flow_rack_sim::{InitialPower, SimConfig};
 use flow_testenv::Stack;
 use serde_json::{Value, json};
@@ -384,16 +383,17 @@ async fn a_cancel_after_a_nats_restart_still_stops_the_worker() {
         json!({"request_id": "req-after-restart", "racks": ["rack-01"], "operation": "power_off"});
     let task = loop {
         // Until the scheduler's API answers again (its client reconnects).
-        let reply = tokio::time::timeout(
-            Duration::from_secs(2),
-            env.client.request(
-                api_subject("task.submit"),
-                serde_json::to_vec(&submit).unwrap().into(),
-            ),
-        )
-        .await;
-        if let Ok(Ok(reply)) = reply {
-            let reply: Value = decode_reply(&reply.payload).expect("submitted");
+        let reply = env
+            .api
+            .request_raw(
+                "task.submit",
+                serde_json::to_vec(&submit).unwrap(),
+                Duration::from_secs(2),
+                None,
+            )
+            .await;
+        if let Ok(reply) = reply {
+            let reply: Value = decode_reply(&reply).expect("submitted");
             break reply["results"][0]["task_id"].as_str().unwrap().to_owned();
         }
         assert!(

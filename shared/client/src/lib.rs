@@ -1,6 +1,9 @@
-//! The `flow.api` client the `flow` CLI and `flow-console` share: one NATS
-//! request per call, with a bounded wait and errors that say which service
-//! was asked.
+//! The `flow.api` client the `flow` CLI, `flow-console`, the hardware
+//! watcher, `flow-bench` and the integration tests' stack
+//! (`tests/stack/src/lib.rs`) share: one NATS request per call, with a
+//! bounded wait and errors that say which service was asked. Typed calls
+//! go through [`Endpoint`]; [`Client::request_raw`] sends bytes no typed
+//! request would encode (the hostile-input tests) on the same path.
 
 use std::time::Duration;
 
@@ -148,20 +151,35 @@ impl Client {
         request: &B,
         actor: Option<&str>,
     ) -> Result<E::Reply, ClientError> {
-        let endpoint = E::NAME;
-        let subject = api_subject(endpoint);
         let body = serde_json::to_vec(request)
             .map_err(|e| ApiError::new(flow_protocol::api::ErrorCode::BadRequest, e.to_string()))?;
+        let reply = self
+            .request_raw(E::NAME, body, REQUEST_TIMEOUT, actor)
+            .await?;
+        Ok(decode_reply(&reply)?)
+    }
+
+    /// Sends `body` as it is to `endpoint`, waiting at most `wait`, on
+    /// behalf of `actor` (else this client's), and returns the reply's
+    /// bytes unread: the envelope is the caller's to decode.
+    pub async fn request_raw(
+        &self,
+        endpoint: &str,
+        body: Vec<u8>,
+        wait: Duration,
+        actor: Option<&str>,
+    ) -> Result<bytes::Bytes, ClientError> {
+        let subject = api_subject(endpoint);
         let mut request = async_nats::Request::new()
             .payload(body.into())
-            .timeout(Some(REQUEST_TIMEOUT));
-        if let Some(actor) = actor {
+            .timeout(Some(wait));
+        if let Some(actor) = actor.or(self.actor.as_deref()) {
             let mut headers = async_nats::HeaderMap::new();
             headers.insert(ACTOR_HEADER, actor);
             request = request.headers(headers);
         }
         match self.nats.send_request(subject.clone(), request).await {
-            Ok(msg) => Ok(decode_reply(&msg.payload)?),
+            Ok(msg) => Ok(msg.payload),
             Err(e) if e.kind() == async_nats::RequestErrorKind::NoResponders => {
                 Err(ClientError::NoService {
                     subject,

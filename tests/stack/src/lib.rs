@@ -22,7 +22,6 @@ use tokio::time::Instant;
 use async_nats::jetstream;
 use flow_hardware::ManagerRegistry;
 use flow_protocol::api::{ApiError, Endpoint, decode_reply, endpoint};
-use flow_protocol::subjects::api_subject;
 use flow_rack_sim::{SimConfig, Simulator};
 use flow_redfish::lifecycle::LifecycleClient;
 use flow_redfish::{CredentialStore, RedfishSettings};
@@ -175,6 +174,7 @@ impl StackBuilder {
             worker_config: self.worker.clone(),
             job_ack_wait: self.job_ack_wait,
             js: jetstream::new(client.clone()),
+            api: flow_client::Client::new(client.clone(), nats.url()),
             client,
             store,
             db,
@@ -231,6 +231,9 @@ pub struct Stack {
     pub client: async_nats::Client,
     /// JetStream on [`Stack::client`].
     pub js: jetstream::Context,
+    /// `flow.api` on [`Stack::client`], as every Flow client calls it
+    /// (`shared/client/src/lib.rs`).
+    pub api: flow_client::Client,
     /// The database the schedulers use.
     pub store: Store,
     /// The database itself (dropped last but one).
@@ -345,12 +348,14 @@ impl Stack {
     pub async fn wait_until_answering(&self) {
         let deadline = Instant::now() + CALL_TIMEOUT;
         loop {
-            let request = async_nats::Request::new()
-                .payload("{}".into())
-                .timeout(Some(CALL_TIMEOUT));
             match self
-                .client
-                .send_request(api_subject(<endpoint::RuleList as Endpoint>::NAME), request)
+                .api
+                .request_raw(
+                    <endpoint::RuleList as Endpoint>::NAME,
+                    b"{}".to_vec(),
+                    CALL_TIMEOUT,
+                    None,
+                )
                 .await
             {
                 Ok(_) => return,
@@ -452,11 +457,14 @@ impl Stack {
         in_time
     }
 
-    /// Calls endpoint `E`.
+    /// Calls endpoint `E`; a refusal is the service's error, anything
+    /// else (no reply) fails the test.
     pub async fn call<E: Endpoint>(&self, request: &E::Request) -> Result<E::Reply, ApiError> {
-        let body = serde_json::to_vec(request).expect("an encodable request");
-        let reply = self.request(E::NAME, body, CALL_TIMEOUT).await;
-        decode_reply(&reply)
+        match self.api.call::<E>(request).await {
+            Ok(reply) => Ok(reply),
+            Err(flow_client::ClientError::Api(e)) => Err(e),
+            Err(e) => panic!("flow.api.{}: {e}", E::NAME),
+        }
     }
 
     /// Sends raw bytes to an endpoint (waiting at most `wait`) and decodes
@@ -467,21 +475,12 @@ impl Stack {
         body: Vec<u8>,
         wait: Duration,
     ) -> Result<Value, ApiError> {
-        decode_reply(&self.request(endpoint, body, wait).await)
-    }
-
-    async fn request(&self, endpoint: &str, body: Vec<u8>, wait: Duration) -> Vec<u8> {
-        self.client
-            .send_request(
-                api_subject(endpoint),
-                async_nats::Request::new()
-                    .payload(body.into())
-                    .timeout(Some(wait)),
-            )
+        let reply = self
+            .api
+            .request_raw(endpoint, body, wait, None)
             .await
-            .unwrap_or_else(|e| panic!("flow.api.{endpoint}: no reply: {e}"))
-            .payload
-            .to_vec()
+            .unwrap_or_else(|e| panic!("flow.api.{endpoint}: no reply: {e}"));
+        decode_reply(&reply)
     }
 
     /// Calls an endpoint with a JSON body.

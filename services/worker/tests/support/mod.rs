@@ -9,7 +9,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use flow_protocol::api::decode_reply;
-use flow_protocol::subjects::api_subject;
 use serde_json::Value;
 use tokio::io::AsyncBufReadExt;
 
@@ -107,12 +106,14 @@ async fn metrics_addr(lines: &Mutex<Vec<String>>) -> String {
 
 /// One `flow.api` call, its result (panics on an error reply).
 pub async fn call(client: &async_nats::Client, endpoint: &str, body: Value) -> Value {
-    let reply = tokio::time::timeout(
-        Duration::from_secs(10),
-        client.request(api_subject(endpoint), body.to_string().into()),
-    )
-    .await
-    .expect("reply in time")
-    .expect("request");
-    decode_reply(&reply.payload).unwrap_or_else(|e| panic!("{endpoint}: {e}"))
+    let reply = flow_client::Client::new(client.clone(), "test")
+        .request_raw(
+            endpoint,
+            body.to_string().into_bytes(),
+            Duration::from_secs(10),
+            None,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{endpoint}: no reply within 10 s: {e}"));
+    decode_reply(&reply).unwrap_or_else(|e| panic!("{endpoint}: {e}"))
 }
