@@ -42,6 +42,7 @@ use flow_telemetry::ErrorChain;
 use time::OffsetDateTime;
 use tokio_util::sync::CancellationToken;
 
+use crate::background::{Driver, Next, Period};
 use crate::error::{invalid_request, store_error};
 use crate::metrics::{OutcomeLabels, StatusLabels};
 use crate::service::TaskService;
@@ -383,31 +384,26 @@ impl TaskService {
     /// Runs due executions until `stop`: every [`EXECUTION_POLL`], or when
     /// an event arrives.
     pub async fn run_event_executions(self, stop: CancellationToken) {
-        loop {
-            match self
-                .store
-                .claim_executions(CLAIM_BATCH, EXECUTION_LEASE)
-                .await
-            {
-                Ok(claimed) => {
-                    let more = claimed.len() as i64 == CLAIM_BATCH;
-                    for held in claimed {
-                        self.attempt(&held).await;
-                    }
-                    if more {
-                        continue;
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(error = %ErrorChain(&error), "cannot claim event executions; trying again");
-                }
-            }
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = self.event_poke.notified() => {}
-                _ = tokio::time::sleep(EXECUTION_POLL) => {}
-            }
+        let driver = Driver {
+            name: "event executions",
+            period: Period::Rest(EXECUTION_POLL),
+            poke: Some(&self.event_poke),
+        };
+        driver.drive(&stop, |_| self.run_due_executions()).await;
+    }
+
+    /// Claims due executions (up to [`CLAIM_BATCH`]) and attempts each;
+    /// another pass at once when the batch was full.
+    async fn run_due_executions(&self) -> Result<Next, flow_store::StoreError> {
+        let claimed = self
+            .store
+            .claim_executions(CLAIM_BATCH, EXECUTION_LEASE)
+            .await?;
+        let more = claimed.len() as i64 == CLAIM_BATCH;
+        for held in claimed {
+            self.attempt(&held).await;
         }
+        Ok(if more { Next::Again } else { Next::Wait })
     }
 
     /// One attempt of one execution, and its outcome recorded.

@@ -8,6 +8,7 @@
 
 pub mod api;
 pub mod audit;
+pub mod background;
 pub mod error;
 pub mod events;
 pub mod metrics;

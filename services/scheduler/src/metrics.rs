@@ -12,7 +12,6 @@ use flow_metrics::{MetricsRegistry, duration_buckets};
 use flow_protocol::TaskStatus;
 use flow_store::Store;
 use flow_store::stats::StepTiming;
-use flow_telemetry::ErrorChain;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -20,6 +19,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Unit;
 use tokio_util::sync::CancellationToken;
+
+use crate::background::{Driver, Next, Period};
 
 /// How often the gauges read from the database are refreshed: often
 /// enough for a 15 s scrape interval, rare enough to cost nothing.
@@ -470,18 +471,19 @@ impl SchedulerMetrics {
         js: async_nats::jetstream::Context,
         stop: CancellationToken,
     ) {
-        loop {
-            if let Err(error) = self.refresh(&store).await {
-                tracing::warn!(error = %ErrorChain(&error), "metrics refresh failed");
-            }
-            if let Err(error) = self.refresh_parked(&js).await {
-                tracing::warn!(error = %error, "JetStream stream sizes not read");
-            }
-            tokio::select! {
-                // Cancel-safe: both only wait.
-                () = stop.cancelled() => return,
-                _ = tokio::time::sleep(GAUGE_REFRESH) => {}
-            }
-        }
+        let driver = Driver {
+            name: "metrics",
+            period: Period::Rest(GAUGE_REFRESH),
+            poke: None,
+        };
+        driver
+            .drive(&stop, |_| async {
+                let refreshed = self.refresh(&store).await;
+                if let Err(error) = self.refresh_parked(&js).await {
+                    tracing::warn!(error = %error, "JetStream stream sizes not read");
+                }
+                refreshed.map(|()| Next::Wait)
+            })
+            .await;
     }
 }

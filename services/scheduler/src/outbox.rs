@@ -8,8 +8,10 @@ use std::time::Duration;
 use async_nats::jetstream;
 use flow_store::tasks::Claimed;
 use flow_telemetry::ErrorChain;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::background::{Driver, Next, Period, Wake};
 use crate::error::SchedulerError;
 use crate::service::TaskService;
 
@@ -88,43 +90,45 @@ impl TaskService {
     }
 
     /// Runs the outbox publisher and the queue and deadline sweeps until
-    /// `stop`.
+    /// `stop`: a poke (new outbox rows) publishes at once; the sweeps of
+    /// queues and deadlines run on the [`SWEEP_INTERVAL`] clock only, not
+    /// once per result.
     pub async fn run_sweeps(self, stop: CancellationToken) {
-        let mut tick = tokio::time::interval(SWEEP_INTERVAL);
-        let mut last_readiness_check = tokio::time::Instant::now();
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            // A poke (new outbox rows) publishes at once; the sweeps of
-            // queues and deadlines run on the tick only, not once per result.
-            let swept = tokio::select! {
-                // Cancel-safe: all only wait.
-                () = stop.cancelled() => return,
-                () = self.poke.notified() => false,
-                _ = tick.tick() => true,
-            };
-            if swept {
-                self.sweep(&mut last_readiness_check).await;
-            }
-            // After the sweeps: what they queued (promoted tasks' jobs,
-            // cancel marks) goes out in this round.
-            if let Err(error) = self.publish_outbox().await {
-                tracing::warn!(error = %ErrorChain(&error), "outbox publish failed; will retry");
-            }
-        }
+        let this = &self;
+        let mut last_readiness_check = Instant::now();
+        let driver = Driver {
+            name: "outbox",
+            period: Period::Clock(SWEEP_INTERVAL),
+            poke: Some(&self.poke),
+        };
+        driver
+            .drive(&stop, |wake| {
+                let readiness =
+                    wake == Wake::Tick && last_readiness_check.elapsed() >= READINESS_POLL;
+                if readiness {
+                    last_readiness_check = Instant::now();
+                }
+                async move {
+                    if wake == Wake::Tick {
+                        this.sweep(readiness).await;
+                    }
+                    // After the sweeps: what they queued (promoted tasks'
+                    // jobs, cancel marks) goes out in this round.
+                    this.publish_outbox().await.map(|_| Next::Wait)
+                }
+            })
+            .await;
     }
 
-    /// The queue, readiness and deadline sweeps (each logs its own
-    /// failure and the others go on); what they write to the outbox is
-    /// published right after them.
-    async fn sweep(&self, last_readiness_check: &mut tokio::time::Instant) {
+    /// The queue and deadline sweeps, and the readiness sweep when
+    /// `readiness` (each logs its own failure and the others go on); what
+    /// they write to the outbox is published right after them.
+    async fn sweep(&self, readiness: bool) {
         if let Err(error) = self.sweep_queues().await {
             tracing::warn!(error = %ErrorChain(&error), "queue sweep failed");
         }
-        if last_readiness_check.elapsed() >= READINESS_POLL {
-            *last_readiness_check = tokio::time::Instant::now();
-            if let Err(error) = self.check_readiness().await {
-                tracing::warn!(error = %ErrorChain(&error), "readiness sweep failed");
-            }
+        if readiness && let Err(error) = self.check_readiness().await {
+            tracing::warn!(error = %ErrorChain(&error), "readiness sweep failed");
         }
         match self.fail_overdue().await {
             Ok(failed) => {

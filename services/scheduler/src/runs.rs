@@ -27,6 +27,7 @@ use flow_store::tasks::Origin;
 use flow_telemetry::ErrorChain;
 use tokio_util::sync::CancellationToken;
 
+use crate::background::{Driver, Next, Period};
 use crate::error::{invalid_request, store_error};
 use crate::schedules::check_name;
 use crate::service::TaskService;
@@ -451,16 +452,16 @@ impl TaskService {
 
     /// Moves open runs on until `stop`: every [`RUN_POLL`], or when poked.
     pub async fn run_runs(self, stop: CancellationToken) {
-        loop {
-            if let Err(error) = self.dispatch_runs().await {
-                tracing::warn!(error = %ErrorChain(&error), "run dispatch failed; trying again");
-            }
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = self.run_poke.notified() => {}
-                _ = tokio::time::sleep(RUN_POLL) => {}
-            }
-        }
+        let driver = Driver {
+            name: "runs",
+            period: Period::Rest(RUN_POLL),
+            poke: Some(&self.run_poke),
+        };
+        driver
+            .drive(&stop, |_| async {
+                self.dispatch_runs().await.map(|()| Next::Wait)
+            })
+            .await;
     }
 
     async fn dispatch_runs(&self) -> Result<(), StoreError> {

@@ -29,6 +29,7 @@ use flow_store::tasks::Origin;
 use flow_telemetry::ErrorChain;
 use tokio_util::sync::CancellationToken;
 
+use crate::background::{Driver, Next, Period};
 use crate::error::{invalid_request, store_error};
 use crate::service::TaskService;
 
@@ -372,16 +373,16 @@ impl TaskService {
     /// poked), finishes firings another scheduler left unfinished, then
     /// claims due schedules and fires them.
     pub async fn run_schedules(self, stop: CancellationToken) {
-        loop {
-            if let Err(error) = self.dispatch_once().await {
-                tracing::warn!(error = %ErrorChain(&error), "schedule dispatch failed; trying again");
-            }
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = self.schedule_poke.notified() => {}
-                _ = tokio::time::sleep(SCHEDULE_POLL) => {}
-            }
-        }
+        let driver = Driver {
+            name: "schedules",
+            period: Period::Rest(SCHEDULE_POLL),
+            poke: Some(&self.schedule_poke),
+        };
+        driver
+            .drive(&stop, |_| async {
+                self.dispatch_once().await.map(|()| Next::Wait)
+            })
+            .await;
     }
 
     async fn dispatch_once(&self) -> Result<(), flow_store::StoreError> {

@@ -1,0 +1,165 @@
+//! The `flow.api` service: one micro-service endpoint per operation, each
+//! decoding a JSON request, calling the store, and replying with the
+//! `{"schema": 1, "result" | "error"}` envelope. Malformed requests get a
+//! `bad_request` reply naming the problem; nothing crashes the service.
+//! Each endpoint's handler is in the module of its area (`rules.rs`,
+//! `racks.rs`, `tasks.rs`, `schedules.rs`, `runs.rs`, `events.rs`,
+//! `power.rs`, `audit.rs` beside this file), found by name in the dispatch
+//! table ([`table`]).
+
+mod audit;
+mod events;
+mod power;
+mod racks;
+mod rules;
+mod runs;
+mod schedules;
+pub mod table;
+mod tasks;
+
+use std::sync::Arc;
+
+use async_nats::service::{Service, ServiceExt};
+use bytes::Bytes;
+use flow_protocol::api::{ApiError, ErrorCode, encode_reply, endpoint};
+use flow_protocol::audit::{ACTOR_HEADER, Actor};
+use flow_protocol::subjects::{API_PREFIX, SERVICE_NAME, SERVICE_VERSION};
+use flow_store::Store;
+use futures::StreamExt;
+
+use self::table::Cx;
+use crate::audit::AuditedRequest;
+use crate::service::TaskService;
+
+/// Requests handled at once per scheduler (each holds at most one database
+/// connection; sized below the pool's default of 10 plus headroom for
+/// queued requests).
+pub const MAX_CONCURRENT_REQUESTS: usize = 32;
+
+/// A running API service. Dropping it does not stop it; call
+/// [`ApiService::stop`].
+pub struct ApiService {
+    service: Service,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl ApiService {
+    /// Starts the service on `client`, answering from `store`; task
+    /// endpoints go to `tasks`.
+    pub async fn start(
+        client: async_nats::Client,
+        store: Store,
+        tasks: TaskService,
+    ) -> Result<ApiService, async_nats::Error> {
+        let service = client
+            .service_builder()
+            .description("Flow: operation rules, racks and tasks")
+            .start(SERVICE_NAME, SERVICE_VERSION)
+            .await?;
+        let group = service.group(API_PREFIX);
+        let mut endpoints = Vec::new();
+        for &name in endpoint::ALL {
+            let ep = group
+                .endpoint_builder()
+                .name(name.replace('.', "_"))
+                .add(name)
+                .await?;
+            endpoints.push(ep.map(move |req| (name, req)).boxed());
+        }
+        let store = Arc::new(store);
+        let tasks = Arc::new(tasks);
+        let task = tokio::spawn(async move {
+            futures::stream::select_all(endpoints)
+                .for_each_concurrent(MAX_CONCURRENT_REQUESTS, |(name, request)| {
+                    let store = Arc::clone(&store);
+                    let tasks = Arc::clone(&tasks);
+                    let max_payload = client.max_payload();
+                    async move {
+                        let actor = Actor::from_header(
+                            request
+                                .message
+                                .headers
+                                .as_ref()
+                                .and_then(|h| h.get(ACTOR_HEADER))
+                                .map(|v| v.as_str()),
+                        );
+                        let reply =
+                            handle(&store, &tasks, name, actor, &request.message.payload).await;
+                        let reply = fit_reply(name, reply, max_payload);
+                        if let Err(error) = request.respond(Ok(Bytes::from(reply))).await {
+                            tracing::warn!(endpoint = name, error = %flow_telemetry::ErrorChain(&error), "reply not sent");
+                        }
+                    }
+                })
+                .await;
+        });
+        Ok(ApiService { service, task })
+    }
+
+    /// Aborts the request loop without stopping the service (a crash).
+    pub fn abort(self) {
+        self.task.abort();
+    }
+
+    /// Stops answering and waits for requests in flight.
+    pub async fn stop(self) -> Result<(), async_nats::Error> {
+        self.service.stop().await?;
+        let _ = self.task.await;
+        Ok(())
+    }
+}
+
+/// A reply larger than the server's `max_payload` could never be sent and
+/// the caller would wait in vain: it becomes an error that says so.
+fn fit_reply(name: &str, reply: Vec<u8>, max_payload: usize) -> Vec<u8> {
+    if reply.len() <= max_payload {
+        return reply;
+    }
+    tracing::warn!(
+        endpoint = name,
+        bytes = reply.len(),
+        max_payload,
+        "reply too large for NATS"
+    );
+    encode_reply::<()>(&Err(ApiError::new(
+        ErrorCode::Invalid,
+        format!(
+            "the reply ({} bytes) exceeds the server's max_payload ({max_payload} bytes); ask for less (limit, offset)",
+            reply.len()
+        ),
+    )))
+}
+
+/// Answers one request from `actor`. A request to a `change` endpoint of
+/// the catalog leaves exactly one audit record: written with its change,
+/// or alone when it ends without one ([`crate::audit`]).
+#[tracing::instrument(skip_all, fields(endpoint = name, actor = %actor.name))]
+pub async fn handle(
+    store: &Store,
+    tasks: &TaskService,
+    name: &str,
+    actor: Actor,
+    body: &[u8],
+) -> Vec<u8> {
+    match AuditedRequest::begin(store, tasks, name, actor, body) {
+        None => answer(store, tasks, name, body).await,
+        Some(audited) => {
+            let reply = answer(&audited.store, &audited.tasks, name, body).await;
+            audited.end(&reply).await;
+            reply
+        }
+    }
+}
+
+/// Answers one request with `store` and `tasks`: the endpoint's handler
+/// from the table ([`table::find`]), or a `bad_request` for a name that is
+/// no endpoint.
+async fn answer(store: &Store, tasks: &TaskService, name: &str, body: &[u8]) -> Vec<u8> {
+    match table::find(name) {
+        Some(serve) => serve(Cx { store, tasks }, body).await,
+        None => encode_reply::<()>(&Err(ApiError::new(
+            ErrorCode::BadRequest,
+            format!("unknown endpoint {name:?}"),
+        ))),
+    }
+}
