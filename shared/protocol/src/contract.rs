@@ -154,7 +154,13 @@ pub fn asyncapi() -> Value {
         },
     );
 
-    let mut schemas: Vec<(String, Value)> = definitions.into_iter().collect();
+    let mut schemas: Vec<(String, Value)> = definitions
+        .into_iter()
+        .map(|(name, mut schema)| {
+            plain_descriptions(&mut schema);
+            (name, schema)
+        })
+        .collect();
     schemas.sort_by(|a, b| a.0.cmp(&b.0));
     json!({
         "asyncapi": "3.0.0",
@@ -184,7 +190,7 @@ pub fn render() -> String {
 
 const INFO: &str = "Flow's NATS API, generated from the endpoint catalog \
 (`flow_protocol::api::endpoint`) by `flow_protocol::contract`; do not edit by hand \
-(docs/operating.md, \"The contract\"). The document describes the Flow service: it \
+(docs/operating.md, \"The published contract\"). The document describes the Flow service: it \
 receives each `flow.api.<endpoint>` request and replies on the requester's reply \
 subject with an envelope, `{\"schema\": 1, \"result\": ...}` or `{\"schema\": 1, \
 \"error\": {code, message, details?}}`. A request is described as Flow reads it \
@@ -192,6 +198,49 @@ subject with an envelope, `{\"schema\": 1, \"result\": ...}` or `{\"schema\": 1,
 as Flow writes it (every field it always writes is required). Where those differ for \
 one type the document has both, `<Type>.in` and `<Type>.out`. Operations are tagged \
 with their area and their kind: `read`, `change` (audited) or `internal`.";
+
+/// Rewrites rustdoc's intra-doc links in every `description` (the types'
+/// doc comments) as plain code: ``[`MAX_LIST_LIMIT`]`` becomes
+/// `` `MAX_LIST_LIMIT` ``.
+fn plain_descriptions(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                match v {
+                    Value::String(text) if key == "description" => *text = unlink(text),
+                    _ => plain_descriptions(v),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(plain_descriptions),
+        _ => {}
+    }
+}
+
+fn unlink(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("[`") {
+        let after = &rest[start + 1..];
+        let link = after
+            .find("`]")
+            .filter(|end| !after[..*end].contains(['[', ']']))
+            .filter(|end| !after[end + 2..].starts_with('('));
+        match link {
+            Some(end) => {
+                out.push_str(&rest[..start]);
+                out.push_str(&after[..end + 1]);
+                rest = &after[end + 2..];
+            }
+            None => {
+                out.push_str(&rest[..start + 2]);
+                rest = &rest[start + 2..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
 
 /// A doc comment as one line.
 fn doc_text(doc: &str) -> String {
@@ -526,6 +575,17 @@ fn streams(doc: &mut Document, rename: &Rename, s: Streams) {
                 "tags": [{"name": "stream"}],
                 "messages": [{"$ref": format!("#/channels/{id}/messages/{message}")}],
             }),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn intra_doc_links_become_code() {
+        assert_eq!(
+            super::unlink("at most [`MAX`] ([`a::B`]) or [`c`](x) [x]"),
+            "at most `MAX` (`a::B`) or [`c`](x) [x]"
         );
     }
 }
