@@ -42,8 +42,12 @@ fn the_checked_in_contract_is_what_the_types_generate() {
     let generated = contract::render();
     let path = document_file();
     if std::env::var_os("FLOW_BLESS").is_some_and(|v| v == "1") {
+        // Written aside and renamed, so that a test reading it meanwhile
+        // sees the old file or the new one, never half of one.
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(&path, &generated).unwrap();
+        let partial = path.with_extension("json.partial");
+        std::fs::write(&partial, &generated).unwrap();
+        std::fs::rename(&partial, &path).unwrap();
         eprintln!("wrote {}", path.display());
         return;
     }
