@@ -6,6 +6,7 @@
 //! [`crate::preview`]), re-exported here so that `flow_protocol::api::X`
 //! names them all. Nothing in those modules imports this one.
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -27,10 +28,21 @@ pub trait Endpoint {
     /// Whether it reads or changes state (which decides whether requests
     /// to it are audited, see [`crate::audit`]).
     const KIND: EndpointKind;
+    /// What it does, as its declaration's doc comment says (for the
+    /// published contract, [`crate::contract`]).
+    const DOC: &'static str;
     /// The request body.
-    type Request: Serialize + DeserializeOwned + Send + Sync;
+    type Request: Serialize + DeserializeOwned + JsonSchema + Send + Sync;
     /// The reply's `result`.
-    type Reply: Serialize + DeserializeOwned + Send;
+    type Reply: Serialize + DeserializeOwned + JsonSchema + Send;
+}
+
+/// Looks at every endpoint's types in turn ([`endpoint::visit`]): how code
+/// that needs the types, not just the names, walks the catalog (the
+/// contract generator, [`crate::contract`]).
+pub trait Visitor {
+    /// Called once for each endpoint, in catalog order.
+    fn visit<E: Endpoint>(&mut self);
 }
 
 /// Every endpoint: a marker type each, tied to its request and reply.
@@ -39,19 +51,25 @@ pub mod endpoint {
     use crate::task::{TaskListReply, TaskRecord};
 
     macro_rules! endpoints {
-        ($($(#[$doc:meta])* $marker:ident = $name:literal ($kind:ident): $req:ty => $rep:ty;)+) => {
+        ($($(#[doc = $doc:literal])* $marker:ident = $name:literal ($kind:ident): $req:ty => $rep:ty;)+) => {
             $(
-                $(#[$doc])*
+                $(#[doc = $doc])*
                 #[derive(Debug, Clone, Copy)]
                 pub struct $marker;
 
                 impl Endpoint for $marker {
                     const NAME: &'static str = $name;
                     const KIND: EndpointKind = EndpointKind::$kind;
+                    const DOC: &'static str = concat!($($doc, "\n"),*);
                     type Request = $req;
                     type Reply = $rep;
                 }
             )+
+
+            /// Calls `visitor` with every endpoint, in catalog order.
+            pub fn visit(visitor: &mut impl Visitor) {
+                $(visitor.visit::<$marker>();)+
+            }
 
             /// Every endpoint's name.
             pub const ALL: &[&str] = &[$($name,)+];

@@ -3,6 +3,7 @@
 //! `audit.list` request and reply. The records themselves are written by
 //! the scheduler in the transaction of each change (docs/audit.md).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -29,7 +30,7 @@ pub const MAX_LIST_LIMIT: u32 = 1000;
 pub const DEFAULT_LIST_LIMIT: u32 = 100;
 
 /// What an endpoint does, which decides whether it is audited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum EndpointKind {
     /// Only reads: never audited.
@@ -60,7 +61,7 @@ impl EndpointKind {
 }
 
 /// Where a record's actor came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ActorSource {
     /// The request's `Flow-Actor` header.
@@ -125,7 +126,7 @@ impl Actor {
 }
 
 /// How a request ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum AuditOutcome {
     /// It was carried out (its change is committed with the record).
@@ -188,10 +189,11 @@ pub fn check_reason(reason: Option<&str>, needed_by: &str) -> Result<(), ApiErro
 }
 
 /// `audit.list`: records newest first, each filter narrowing.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct AuditList {
     /// At or after this (RFC 3339).
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -199,6 +201,7 @@ pub struct AuditList {
     )]
     pub since: Option<OffsetDateTime>,
     /// Before this (RFC 3339).
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -251,11 +254,12 @@ impl AuditList {
 }
 
 /// One audit record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AuditRecord {
     /// Its place in the log (increasing).
     pub id: i64,
     /// When it was written (the change's transaction time).
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
     /// Who the request claimed to come from.
@@ -288,7 +292,7 @@ pub struct AuditRecord {
 }
 
 /// `audit.list` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AuditListReply {
     /// Newest first.
     pub records: Vec<AuditRecord>,

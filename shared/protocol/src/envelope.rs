@@ -2,6 +2,7 @@
 //! `{"schema": 1, "result": …}` or `{"schema": 1, "error": {"code",
 //! "message", "details"}}`.
 
+use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
@@ -9,7 +10,7 @@ use serde::{Deserialize, Serialize};
 pub const SCHEMA: u32 = 1;
 
 /// Stable error codes, for scripts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorCode {
     /// The request is not valid JSON or has wrong fields or types.
@@ -43,7 +44,7 @@ impl ErrorCode {
 }
 
 /// An error reply.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema, thiserror::Error)]
 #[error("{code}: {message}", code = code.as_str())]
 pub struct ApiError {
     /// The stable code.

@@ -9,6 +9,7 @@
 //! built-in), and runs the rule's actions as durable executions
 //! ([`ExecutionStatus`]). The decisions are `flow_decisions::events`'.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -51,6 +52,25 @@ impl EventType {
             EventType::LeakDetected => "hardware.leak.detected",
             EventType::TemperatureCritical => "hardware.temperature.critical",
         }
+    }
+}
+
+impl JsonSchema for EventType {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "EventType".into()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        concat!(module_path!(), "::EventType").into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let names: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+        schemars::json_schema!({
+            "description": "What happened to the hardware (also the last tokens of its subject, `flow.hardware.<event type>`).",
+            "type": "string",
+            "enum": names,
+        })
     }
 }
 
@@ -105,7 +125,7 @@ status_enum!(
 /// One observation of a hardware event, as a watcher publishes it. The
 /// same (`source`, `key`) observed again — by another watcher, by a poll
 /// after an SSE event, after a restart — is the same event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HardwareEvent {
     /// Who observed it: `redfish` for BMC events and conditions, or the
@@ -129,6 +149,7 @@ pub struct HardwareEvent {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub origin: String,
     /// When the condition began (the BMC's timestamp).
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub observed_at: OffsetDateTime,
 }
@@ -145,7 +166,7 @@ impl HardwareEvent {
 }
 
 /// Which components an action's task targets.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TargetStrategy {
     /// The component the event is about.
@@ -160,7 +181,7 @@ pub enum TargetStrategy {
 /// When an action applies: any of the severities (empty: any), any of
 /// the component types (empty: any), and — for a leak — a count of the
 /// rack's leaking trays within bounds (none: any count).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ActionCondition {
     /// Severities (OR).
@@ -180,7 +201,7 @@ pub struct ActionCondition {
 }
 
 /// What an action does.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 pub enum ActionKind {
     /// Submit a task on the targets: the operation and options as
@@ -226,7 +247,7 @@ impl ActionKind {
 }
 
 /// One action of a rule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleAction {
     /// Unique in the rule, lower_snake_case.
@@ -244,7 +265,7 @@ fn is_default(c: &ActionCondition) -> bool {
 }
 
 /// A rule's content: the event type it handles and its actions.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventRuleSpec {
     /// Unique name (at most 128 bytes, no surrounding whitespace).
@@ -259,7 +280,7 @@ pub struct EventRuleSpec {
 }
 
 /// `event_rule.create`: a rule is created disabled unless `enabled`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventRuleCreate {
     /// The rule.
@@ -270,7 +291,7 @@ pub struct EventRuleCreate {
 }
 
 /// A rule named by ID or name (`builtin:<event type>` for a built-in).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventRuleByRef {
     /// ID or name.
@@ -278,7 +299,7 @@ pub struct EventRuleByRef {
 }
 
 /// `event_rule.update`: the new content, at the revision read.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventRuleUpdate {
     /// ID or name.
@@ -290,7 +311,7 @@ pub struct EventRuleUpdate {
 }
 
 /// `event_rule.enable` / `event_rule.disable`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventRuleEnable {
     /// ID or name.
@@ -300,7 +321,7 @@ pub struct EventRuleEnable {
 }
 
 /// A stored (or built-in) rule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventRuleRecord {
     /// Its ID (`None` for a built-in).
     pub id: Option<EventRuleId>,
@@ -314,22 +335,24 @@ pub struct EventRuleRecord {
     /// The content.
     pub spec: EventRuleSpec,
     /// Created.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub created_at: OffsetDateTime,
     /// Last changed.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub updated_at: OffsetDateTime,
 }
 
 /// `event_rule.list` reply: stored rules by name, then the built-ins.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventRuleListReply {
     /// The rules.
     pub rules: Vec<EventRuleRecord>,
 }
 
 /// `event_rule.delete` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventRuleDeleteReply {
     /// The rule deleted.
     pub id: EventRuleId,
@@ -338,13 +361,13 @@ pub struct EventRuleDeleteReply {
 }
 
 /// `event_rule.list` (no filter).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventRuleList {}
 
 /// Where a binding applies: the whole site (`"site"`) or one rack
 /// (`{"rack": "rack-01"}`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum BindingScope {
     /// Every rack without a rack binding.
@@ -364,7 +387,7 @@ impl std::fmt::Display for BindingScope {
 
 /// `event_rule.bind`: one rule per (event type, scope); binding again
 /// replaces the rule bound there.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventRuleBind {
     /// ID or name of a stored rule; its event type is the binding's.
@@ -374,7 +397,7 @@ pub struct EventRuleBind {
 }
 
 /// `event_rule.unbind`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventRuleUnbind {
     /// The event type.
@@ -384,7 +407,7 @@ pub struct EventRuleUnbind {
 }
 
 /// One binding.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BindingRecord {
     /// The event type.
     pub event_type: EventType,
@@ -399,19 +422,19 @@ pub struct BindingRecord {
 }
 
 /// `event_rule.bindings` (no filter).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BindingList {}
 
 /// `event_rule.bindings` reply, by event type then scope.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BindingListReply {
     /// The bindings.
     pub bindings: Vec<BindingRecord>,
 }
 
 /// `event_rule.unbind` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct UnbindReply {
     /// Whether a binding was there.
     pub removed: bool,
@@ -436,7 +459,7 @@ status_enum!(
 );
 
 /// One action's execution for one event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ExecutionRecord {
     /// Its ID.
     pub id: ExecutionId,
@@ -449,6 +472,7 @@ pub struct ExecutionRecord {
     /// Attempts made.
     pub attempts: u32,
     /// When the next attempt is due (pending).
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(with = "crate::task::timestamp::option")]
     pub next_attempt_at: Option<OffsetDateTime>,
     /// What the last attempt failed with, or why it was skipped.
@@ -461,13 +485,14 @@ pub struct ExecutionRecord {
 }
 
 /// A stored event.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventRecord {
     /// Its ID.
     pub id: EventId,
     /// The observation.
     pub event: HardwareEvent,
     /// When the first observation arrived.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub received_at: OffsetDateTime,
     /// The rule chosen (its name; `builtin:<type>` for a built-in), empty
@@ -479,6 +504,7 @@ pub struct EventRecord {
     #[serde(default)]
     pub locks: Vec<ComponentLock>,
     /// When an operator cleared it (its locks removed).
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(default, with = "crate::task::timestamp::option")]
     pub cleared_at: Option<OffsetDateTime>,
     /// Why, as the operator gave it.
@@ -490,7 +516,7 @@ pub struct EventRecord {
 }
 
 /// A component an event locks.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ComponentLock {
     /// The rack's name.
     pub rack: String,
@@ -499,6 +525,7 @@ pub struct ComponentLock {
     /// The event.
     pub event_id: EventId,
     /// Since when.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub since: OffsetDateTime,
 }
@@ -507,7 +534,7 @@ pub struct ComponentLock {
 pub const MAX_CLEAR_REASON_LEN: usize = 1024;
 
 /// `event.clear`: removes the event's locks, recording who and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventClear {
     /// The event.
@@ -521,7 +548,7 @@ pub struct EventClear {
 }
 
 /// `event.get`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventById {
     /// The event.
@@ -529,7 +556,7 @@ pub struct EventById {
 }
 
 /// `event.list`: newest first.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventList {
     /// Only this rack (name).
@@ -541,14 +568,14 @@ pub struct EventList {
 }
 
 /// `event.list` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventListReply {
     /// The events.
     pub events: Vec<EventRecord>,
 }
 
 /// `event.publish` reply: whether the observation was new.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct EventPublishReply {
     /// The stored event.
     pub id: EventId,

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use flow_rules::{ComponentType, OperationCode, Step};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::TaskId;
@@ -44,7 +45,7 @@ impl ComponentTarget {
 }
 
 /// The image for one component type of a firmware task.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct FirmwareImage {
     /// Where the BMC fetches it.
     pub image_uri: String,
@@ -58,7 +59,9 @@ pub struct FirmwareImage {
 /// One firmware of a component other than its main one, by what it is: a
 /// switch tray's `bmc`, `cpld`, `bios`, `nvos`; a power shelf's `pmc`,
 /// `psu`. Each manager maps it to its BMC's inventory member.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum SubTarget {
     /// The tray's BMC.
@@ -488,7 +491,7 @@ pub struct ResultMessage {
 }
 
 /// One component's outcome in a step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ComponentResult {
     /// Done, failed, or still pending when the step ended.
     pub status: crate::status::ComponentOutcome,
@@ -512,7 +515,7 @@ pub struct ComponentResult {
 }
 
 /// The calls one action made for one component, for the record.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct ActionCalls {
     /// The action's label, `main_operation (PowerControl)`.
     pub action: String,

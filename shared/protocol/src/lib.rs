@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod audit;
+pub mod contract;
 pub mod decode;
 pub mod envelope;
 pub mod event;

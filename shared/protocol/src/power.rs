@@ -8,6 +8,7 @@
 //! power-on or a reset it asks `power.admit`; the answer is a grant, a
 //! wait (until when, and why) or a refusal (the budget can never fit).
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -32,6 +33,24 @@ impl DomainName {
 impl std::fmt::Display for DomainName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(&self.0)
+    }
+}
+
+impl JsonSchema for DomainName {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "DomainName".into()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        concat!(module_path!(), "::DomainName").into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A power domain's name: 1 to 64 letters, digits and . _ - = / :, starting with a letter or digit (`site`, `row=B`, `pdu/3`).",
+            "type": "string",
+            "pattern": "^[A-Za-z0-9][A-Za-z0-9._=/:-]{0,63}$",
+        })
     }
 }
 
@@ -70,7 +89,7 @@ impl From<DomainName> for String {
 }
 
 /// `power_domain.set`: creates a domain or replaces its limits.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PowerDomainSet {
     /// The domain.
@@ -87,7 +106,7 @@ pub struct PowerDomainSet {
 }
 
 /// `power_domain.get`, `power_domain.delete`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PowerDomainByName {
     /// The domain.
@@ -95,12 +114,12 @@ pub struct PowerDomainByName {
 }
 
 /// `power_domain.list`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PowerDomainList {}
 
 /// A domain as it stands.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PowerDomainRecord {
     /// Its name.
     pub name: DomainName,
@@ -122,6 +141,7 @@ pub struct PowerDomainRecord {
     /// Commands waiting for it now.
     pub waiting: u32,
     /// Last changed.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
 }
@@ -134,14 +154,14 @@ impl PowerDomainRecord {
 }
 
 /// `power_domain.list` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PowerDomainListReply {
     /// Domains by name.
     pub domains: Vec<PowerDomainRecord>,
 }
 
 /// `power_domain.delete` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PowerDomainDeleteReply {
     /// False when no such domain existed.
     pub deleted: bool,
@@ -149,7 +169,7 @@ pub struct PowerDomainDeleteReply {
 
 /// `power_model.set`: the draw of a component type (for one rack model,
 /// or every model when `rack_model` is empty).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PowerModelSet {
     /// The component type.
@@ -166,19 +186,19 @@ pub struct PowerModelSet {
 }
 
 /// `power_model.list`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PowerModelList {}
 
 /// `power_model.list` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PowerModelListReply {
     /// Models by type, then rack model (`""` first).
     pub models: Vec<PowerModelSet>,
 }
 
 /// `rack.power_domains`: replaces the domains a rack belongs to.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RackPowerDomains {
     /// The rack, by ID or name.
@@ -190,7 +210,7 @@ pub struct RackPowerDomains {
 /// `power.admit`: may this command go now? Asked by workers before a
 /// power-on or a reset (budget, spacing) and before a power shelf's
 /// power-off (the shelves-off cap).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct PowerAdmit {
     /// The task sending it.
@@ -212,7 +232,7 @@ pub struct PowerAdmit {
 }
 
 /// `power.admit` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "decision")]
 pub enum Admission {
     /// Send it now.
@@ -257,13 +277,14 @@ pub fn draws_inrush(op: PowerOperation) -> bool {
 }
 
 /// One command waiting for a domain, for `task show`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PowerWait {
     /// The component.
     pub component: String,
     /// Why it waits.
     pub reason: String,
     /// Since when.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "time::serde::rfc3339")]
     pub since: OffsetDateTime,
 }

@@ -4,6 +4,7 @@
 //! targets, rule resolution, planner, checks and admission decision, in a
 //! transaction that is rolled back.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::TaskId;
@@ -14,14 +15,14 @@ use flow_rules::ComponentType;
 
 /// `task.plan` reply: one plan per targeted rack, in the submission's
 /// order.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskPlanReply {
     /// Per rack.
     pub results: Vec<RackPlan>,
 }
 
 /// What the submission would do with one rack.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PlanOutcome {
     /// A task would be created and start (or wait for its window,
@@ -38,7 +39,7 @@ pub enum PlanOutcome {
 }
 
 /// One rack's plan.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RackPlan {
     /// The rack's name (as given, when it is unknown).
     pub rack: String,
@@ -77,7 +78,7 @@ pub struct RackPlan {
 }
 
 /// The rule a rack's task would run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PlannedRule {
     /// Its name.
     pub name: String,
@@ -86,7 +87,7 @@ pub struct PlannedRule {
 }
 
 /// Where a rule came from, without its definition.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ResolveSummary {
     /// `explicit`, `rack`, `default` or `builtin`.
     pub source: crate::rule_api::RuleSource,
@@ -115,7 +116,7 @@ impl From<&ResolveReply> for PlannedRule {
 }
 
 /// One stage.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StagePlan {
     /// Its number.
     pub stage: u32,
@@ -124,7 +125,7 @@ pub struct StagePlan {
 }
 
 /// One step.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepPlan {
     /// Its index in the rule.
     pub step_index: u32,
@@ -139,7 +140,7 @@ pub struct StepPlan {
 }
 
 /// How a flashed component's version would move.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum VersionMove {
     /// To a newer version.
@@ -154,7 +155,7 @@ pub enum VersionMove {
 }
 
 /// One component's version change.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct VersionChange {
     /// The component.
     pub component: String,
@@ -172,12 +173,14 @@ pub struct VersionChange {
 }
 
 /// A window opening, as a preview shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct WindowPlan {
     /// When it opens.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub opens: time::OffsetDateTime,
     /// When it closes.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub closes: time::OffsetDateTime,
     /// Open at the firing (else the tasks wait for it to open).
@@ -185,9 +188,10 @@ pub struct WindowPlan {
 }
 
 /// One firing of a schedule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FiringPlan {
     /// When (UTC).
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub at: time::OffsetDateTime,
     /// The same in the schedule's zone.
@@ -198,7 +202,7 @@ pub struct FiringPlan {
 }
 
 /// `schedule.plan` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct SchedulePlanReply {
     /// The schedule's name.
     pub name: String,
@@ -211,7 +215,7 @@ pub struct SchedulePlanReply {
 }
 
 /// One phase of a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct PhasePlan {
     /// Its number, from 1 (as `run.targets` numbers them).
     pub phase: u32,
@@ -220,7 +224,7 @@ pub struct PhasePlan {
 }
 
 /// `run.plan` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunPlanReply {
     /// The run's name.
     pub name: String,

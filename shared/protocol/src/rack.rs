@@ -6,10 +6,11 @@
 use std::collections::HashSet;
 
 use flow_rules::ComponentType;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// A rack as written in a rack document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RackSpec {
     /// Unique rack name.
@@ -41,11 +42,12 @@ pub struct RackSpec {
 }
 
 /// A component as written in a rack document.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComponentSpec {
     /// Component type (any case; `NVLSwitch` accepted).
     #[serde(rename = "type")]
+    #[schemars(with = "ComponentType")]
     pub component_type: String,
     /// Name, unique within the rack, e.g. `compute-01`.
     pub name: String,

@@ -1,6 +1,7 @@
 //! The rack endpoints' requests and replies (`rack.*`).
 
 use flow_rules::ComponentType;
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -11,7 +12,7 @@ use crate::rule_api::Association;
 // ---- requests ---------------------------------------------------------------
 
 /// `rack.create`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RackCreate {
     /// The rack document.
@@ -19,7 +20,7 @@ pub struct RackCreate {
 }
 
 /// `rack.get`, `rack.delete`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RackByRef {
     /// The rack, by ID or name.
@@ -27,7 +28,7 @@ pub struct RackByRef {
 }
 
 /// `rack.list`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RackList {
     /// Only racks carrying every one of these labels.
@@ -36,7 +37,7 @@ pub struct RackList {
 }
 
 /// `rack.label`: sets and removes labels of a rack.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RackLabel {
     /// The rack, by ID or name.
@@ -50,7 +51,7 @@ pub struct RackLabel {
 }
 
 /// `rack.component_status`: sets the status of components.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComponentStatusSet {
     /// The components: IDs, `<rack>/<name>`, or names one rack has.
@@ -60,14 +61,14 @@ pub struct ComponentStatusSet {
 }
 
 /// `rack.component_status` reply: each component as it is now.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ComponentStatusReply {
     /// (rack, component, status), in the order named.
     pub components: Vec<ComponentStatusEntry>,
 }
 
 /// One component's status.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ComponentStatusEntry {
     /// Its rack's name.
     pub rack: String,
@@ -80,7 +81,7 @@ pub struct ComponentStatusEntry {
 // ---- replies ------------------------------------------------------------------
 
 /// A stored component.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ComponentRecord {
     /// ID.
     pub id: ComponentId,
@@ -110,7 +111,7 @@ pub struct ComponentRecord {
 }
 
 /// A stored rack with its components.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RackRecord {
     /// ID.
     pub id: RackId,
@@ -136,12 +137,13 @@ pub struct RackRecord {
     #[serde(default)]
     pub associations: Vec<Association>,
     /// Created.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
 
 /// A rack in a listing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RackSummary {
     /// ID.
     pub id: RackId,
@@ -157,19 +159,20 @@ pub struct RackSummary {
     /// How many components of each type.
     pub components: Vec<(ComponentType, u32)>,
     /// Created.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
 
 /// `rack.list` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RackListReply {
     /// Racks by name.
     pub racks: Vec<RackSummary>,
 }
 
 /// `rack.delete` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RackDeleteReply {
     /// False when no such rack existed.
     pub deleted: bool,

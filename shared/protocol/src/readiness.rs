@@ -5,6 +5,7 @@
 use std::fmt;
 use std::str::FromStr;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// How long a gated task waits for its components by default (the
@@ -48,6 +49,29 @@ impl ComponentStatus {
     }
 }
 
+/// Its names, and `in-use` where it is read.
+impl JsonSchema for ComponentStatus {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ComponentStatus".into()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        concat!(module_path!(), "::ComponentStatus").into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let mut names: Vec<&str> = ComponentStatus::ALL.iter().map(|s| s.as_str()).collect();
+        if generator.contract().is_deserialize() {
+            names.push("in-use");
+        }
+        schemars::json_schema!({
+            "description": "A component's operator-set status: `ready` (free to be operated on), `in_use` (running a workload; `in-use` is read too) or `maintenance`. Power and firmware tasks wait for components that are not ready.",
+            "type": "string",
+            "enum": names,
+        })
+    }
+}
+
 impl fmt::Display for ComponentStatus {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -74,7 +98,7 @@ impl FromStr for ComponentStatus {
 }
 
 /// A component that is not ready, as a gated task names it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
 pub struct NotReady {
     /// The component's name in its rack.
     pub component: String,

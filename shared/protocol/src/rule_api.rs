@@ -1,6 +1,7 @@
 //! The rule endpoints' requests and replies (`rule.*`).
 
 use flow_rules::{OperationCode, OperationType};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -10,7 +11,7 @@ use crate::ids::{RackId, RackRef, RuleId};
 // ---- requests ---------------------------------------------------------------
 
 /// `rule.create`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleCreate {
     /// Rule name.
@@ -19,10 +20,13 @@ pub struct RuleCreate {
     #[serde(default)]
     pub description: String,
     /// `power_control`, `firmware_control` or `decommission`.
+    #[schemars(with = "OperationType")]
     pub operation_type: String,
     /// The operation code.
+    #[schemars(with = "OperationCode")]
     pub operation: String,
     /// The rule definition `{"version", "steps"}`.
+    #[schemars(with = "flow_rules::RuleDefinition")]
     pub definition: Value,
     /// Make it the default; refused if a default exists.
     #[serde(default)]
@@ -30,10 +34,11 @@ pub struct RuleCreate {
 }
 
 /// `rule.batch_create`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleBatchCreate {
     /// The batch document `{"version", "rules": […]}` (the YAML batch as JSON).
+    #[schemars(with = "flow_rules::RuleBatch")]
     pub batch: Value,
     /// Replace existing rules for the same operations (as new revisions of
     /// those rules, keeping their rack associations).
@@ -42,7 +47,7 @@ pub struct RuleBatchCreate {
 }
 
 /// `rule.get`, `rule.set_default`, `rule.history`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleById {
     /// The rule.
@@ -50,7 +55,7 @@ pub struct RuleById {
 }
 
 /// `rule.delete`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleDelete {
     /// The rule.
@@ -62,7 +67,7 @@ pub struct RuleDelete {
 }
 
 /// `rule.list`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleList {
     /// Only this operation type.
@@ -83,7 +88,7 @@ pub struct RuleList {
 }
 
 /// `rule.update`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleUpdate {
     /// The rule.
@@ -95,12 +100,13 @@ pub struct RuleUpdate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
     /// New definition (a new revision).
+    #[schemars(with = "Option<flow_rules::RuleDefinition>")]
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub definition: Option<Value>,
 }
 
 /// `rule.associate`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleAssociate {
     /// The rack, by ID or name.
@@ -110,7 +116,7 @@ pub struct RuleAssociate {
 }
 
 /// `rule.disassociate`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleDisassociate {
     /// The rack, by ID or name.
@@ -120,7 +126,7 @@ pub struct RuleDisassociate {
 }
 
 /// `rule.resolve`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleResolve {
     /// The rack, by ID or name.
@@ -135,7 +141,7 @@ pub struct RuleResolve {
 // ---- replies ------------------------------------------------------------------
 
 /// A stored rule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RuleRecord {
     /// ID.
     pub id: RuleId,
@@ -152,20 +158,23 @@ pub struct RuleRecord {
     /// Revision of the definition (1 on create, +1 on each change).
     pub revision: u32,
     /// The canonical definition.
+    #[schemars(with = "flow_rules::RuleDefinition")]
     pub definition: Value,
     /// Racks bound to this rule.
     #[serde(default)]
     pub associations: Vec<Association>,
     /// Created.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
     /// Last changed.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "time::serde::rfc3339")]
     pub updated_at: OffsetDateTime,
 }
 
 /// A rule in a listing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RuleSummary {
     /// ID.
     pub id: RuleId,
@@ -180,12 +189,13 @@ pub struct RuleSummary {
     /// Current revision.
     pub revision: u32,
     /// Created.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
 
 /// `rule.list` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RuleListReply {
     /// This page, newest first.
     pub rules: Vec<RuleSummary>,
@@ -194,7 +204,7 @@ pub struct RuleListReply {
 }
 
 /// A rule a batch created, replaced or skipped.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BatchItem {
     /// The rule (for a skip: the existing rule that caused it).
     pub id: RuleId,
@@ -205,7 +215,7 @@ pub struct BatchItem {
 }
 
 /// `rule.batch_create` reply.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct BatchCreateReply {
     /// New rules.
     pub created: Vec<BatchItem>,
@@ -216,7 +226,7 @@ pub struct BatchCreateReply {
 }
 
 /// `rule.delete` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RuleDeleteReply {
     /// False when no such rule existed (deleting is idempotent).
     pub deleted: bool,
@@ -225,7 +235,7 @@ pub struct RuleDeleteReply {
 }
 
 /// A rack's binding of a rule to an operation.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Association {
     /// The rack.
     pub rack_id: RackId,
@@ -238,14 +248,14 @@ pub struct Association {
 }
 
 /// `rule.disassociate` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct DisassociateReply {
     /// False when nothing was bound.
     pub removed: bool,
 }
 
 /// Where a resolved rule came from, in resolution order.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RuleSource {
     /// Named by the request.
@@ -284,7 +294,7 @@ impl RuleSource {
 }
 
 /// `rule.resolve` reply: which rule would run, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ResolveReply {
     /// Where it came from.
     pub source: RuleSource,
@@ -301,11 +311,12 @@ pub struct ResolveReply {
     /// The operation.
     pub operation: OperationCode,
     /// The canonical definition that would run.
+    #[schemars(with = "flow_rules::RuleDefinition")]
     pub definition: Value,
 }
 
 /// One saved definition of a rule.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RevisionRecord {
     /// Revision number.
     pub revision: u32,
@@ -314,14 +325,16 @@ pub struct RevisionRecord {
     /// Description at that revision.
     pub description: String,
     /// The canonical definition.
+    #[schemars(with = "flow_rules::RuleDefinition")]
     pub definition: Value,
     /// When it was saved.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "time::serde::rfc3339")]
     pub created_at: OffsetDateTime,
 }
 
 /// `rule.history` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct HistoryReply {
     /// The rule (it may since have been deleted).
     pub rule_id: RuleId,

@@ -5,6 +5,7 @@
 
 use std::fmt;
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -85,7 +86,7 @@ status_enum!(
 );
 
 /// How a run's racks are cut into phases.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum PhasePolicy {
     /// Cumulative shares of the racks, rising to 100 (`[1, 10, 50, 100]`).
@@ -97,7 +98,7 @@ pub enum PhasePolicy {
 }
 
 /// The order a run takes its racks in.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum Ordering {
     /// Shuffled by a seed (generated and stored when not given).
@@ -119,7 +120,7 @@ impl Default for Ordering {
 }
 
 /// What a gate measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum GateKind {
     /// Trips when failed / planned reaches `percent`.
@@ -135,7 +136,7 @@ pub enum GateKind {
 }
 
 /// Which targets a gate counts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum GateScope {
     /// The current phase's.
@@ -146,7 +147,7 @@ pub enum GateScope {
 }
 
 /// A safety gate: any one that trips pauses the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Gate {
     /// What it measures.
     #[serde(flatten)]
@@ -172,7 +173,7 @@ impl fmt::Display for Gate {
 /// How a target refused for a conflict is tried again: after
 /// `initial_seconds`, doubling to `max_seconds`; past `timeout_seconds` of
 /// trying the run pauses (`conflict_retry_timeout`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RetryPolicy {
     /// How long a target may stay blocked (default 1 h).
@@ -207,7 +208,7 @@ impl Default for RetryPolicy {
 }
 
 /// `run.create`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunCreate {
     /// A unique name.
@@ -243,7 +244,7 @@ pub struct RunCreate {
 }
 
 /// `run.get`, `pause`, `resume`, `cancel`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunByRef {
     /// The run, by ID or name.
@@ -251,7 +252,7 @@ pub struct RunByRef {
 }
 
 /// `run.advance`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunAdvance {
     /// The run, by ID or name.
@@ -263,7 +264,7 @@ pub struct RunAdvance {
 }
 
 /// `run.list`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunList {
     /// At most this many, newest first (default 50).
@@ -272,7 +273,7 @@ pub struct RunList {
 }
 
 /// `run.targets`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunTargets {
     /// The run, by ID or name.
@@ -283,7 +284,7 @@ pub struct RunTargets {
 }
 
 /// Outcome counts of one phase.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct PhaseCounts {
     /// Racks in it.
     pub planned: usize,
@@ -300,19 +301,20 @@ pub struct PhaseCounts {
 }
 
 /// A tripped gate as the run keeps it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct GateState {
     /// The gate.
     pub gate: Gate,
     /// What it saw.
     pub figure: String,
     /// When.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub at: OffsetDateTime,
 }
 
 /// A run as stored, with its phases' counts.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunRecord {
     /// Its ID.
     pub id: RunId,
@@ -355,12 +357,15 @@ pub struct RunRecord {
     #[serde(default)]
     pub accepted: [usize; 2],
     /// When it was created.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub created_at: OffsetDateTime,
     /// When it last changed.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub updated_at: OffsetDateTime,
     /// When it ended.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(default, with = "crate::task::timestamp::option")]
     pub finished_at: Option<OffsetDateTime>,
 }
@@ -403,7 +408,7 @@ impl RunRecord {
 }
 
 /// One target of a run.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunTargetRecord {
     /// The rack.
     pub rack: String,
@@ -422,19 +427,20 @@ pub struct RunTargetRecord {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
     /// A blocked target's next try.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(default, with = "crate::task::timestamp::option")]
     pub next_attempt_at: Option<OffsetDateTime>,
 }
 
 /// `run.list`'s reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunListReply {
     /// Newest first.
     pub runs: Vec<RunRecord>,
 }
 
 /// `run.targets`' reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct RunTargetsReply {
     /// By phase, then order.
     pub targets: Vec<RunTargetRecord>,

@@ -4,6 +4,7 @@
 //! start in; what each firing did. The calendar arithmetic is
 //! `flow_decisions::calendar`'s.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -12,7 +13,7 @@ use crate::ids::{ScheduleId, TaskId};
 use crate::submit::{RackOutcome, TaskSubmit};
 
 /// When a schedule fires.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind", deny_unknown_fields)]
 pub enum ScheduleSpec {
     /// Every `every` (a Go duration, at least 1s), counted from creation.
@@ -29,6 +30,7 @@ pub enum ScheduleSpec {
     /// Once (a time already past fires at once).
     Once {
         /// When.
+        #[schemars(with = "crate::contract::Timestamp")]
         #[serde(with = "crate::task::timestamp")]
         at: OffsetDateTime,
     },
@@ -57,7 +59,7 @@ impl ScheduleSpec {
 
 /// What a firing does for a rack whose task from an earlier firing of the
 /// same schedule has not finished.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Overlap {
     /// Leave the rack out of this firing (recorded as skipped).
@@ -80,7 +82,7 @@ impl Overlap {
 /// A maintenance window: it opens at the times `cron` names (in
 /// `timezone`, or the schedule's) and stays open for `duration`. A
 /// schedule with windows starts tasks only inside one.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct MaintenanceWindow {
     /// When it opens (5-field cron).
@@ -103,7 +105,7 @@ impl std::fmt::Display for MaintenanceWindow {
 }
 
 /// `schedule.create`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleCreate {
     /// A unique name.
@@ -127,7 +129,7 @@ pub struct ScheduleCreate {
 /// `schedule.update`: changes what is given, at the revision the caller
 /// read (a stale revision is refused, nothing changes). The operation and
 /// its targets are fixed: delete and create for others.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleUpdate {
     /// The schedule, by ID or name.
@@ -152,7 +154,7 @@ pub struct ScheduleUpdate {
 }
 
 /// `schedule.get`, `pause`, `resume`, `trigger`, `delete`, `history`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleByRef {
     /// The schedule, by ID or name.
@@ -173,7 +175,7 @@ impl ScheduleByRef {
 }
 
 /// `schedule.list`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ScheduleList {
     /// Only schedules that are not paused.
@@ -182,7 +184,7 @@ pub struct ScheduleList {
 }
 
 /// A schedule as stored.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ScheduleRecord {
     /// Its ID.
     pub id: ScheduleId,
@@ -202,37 +204,41 @@ pub struct ScheduleRecord {
     /// False when paused.
     pub enabled: bool,
     /// When it fires next (none: paused, or a one-time schedule that fired).
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(default, with = "crate::task::timestamp::option")]
     pub next_run_at: Option<OffsetDateTime>,
     /// The time its last firing was due.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(default, with = "crate::task::timestamp::option")]
     pub last_fired_at: Option<OffsetDateTime>,
     /// Changes with every update, pause and resume.
     pub revision: u64,
     /// When it was created.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub created_at: OffsetDateTime,
     /// When it last changed.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub updated_at: OffsetDateTime,
 }
 
 /// `schedule.list`'s reply, oldest first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ScheduleListReply {
     /// The schedules.
     pub schedules: Vec<ScheduleRecord>,
 }
 
 /// `schedule.delete`'s reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ScheduleDeleteReply {
     /// The schedule deleted (its tasks run on).
     pub id: ScheduleId,
 }
 
 /// What started a firing.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum FiringTrigger {
     /// Its time came.
@@ -252,7 +258,7 @@ impl FiringTrigger {
 }
 
 /// A rack a firing left out: its task from an earlier firing is still open.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Skipped {
     /// The rack.
     pub rack: String,
@@ -261,13 +267,15 @@ pub struct Skipped {
 }
 
 /// One firing of a schedule and what it did.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FiringRecord {
     /// The time the firing was due (its identity, with the schedule).
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub due_at: OffsetDateTime,
     /// When a scheduler fired it (later than `due_at` when the schedulers
     /// were down then: see `late`).
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "crate::task::timestamp")]
     pub fired_at: OffsetDateTime,
     /// Fired more than a minute after it was due (missed firings are not
@@ -288,15 +296,17 @@ pub struct FiringRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ApiError>,
     /// The maintenance window its tasks were given, when it has windows.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(default, with = "crate::task::timestamp::option")]
     pub window_start: Option<OffsetDateTime>,
     /// Its end.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(default, with = "crate::task::timestamp::option")]
     pub window_end: Option<OffsetDateTime>,
 }
 
 /// What a firing did, as its row keeps it (and a trigger's reply shows it).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct FiringOutcome {
     /// Per rack: the task created, queued or refused.
     #[serde(default)]
@@ -310,7 +320,7 @@ pub struct FiringOutcome {
 }
 
 /// `schedule.history`'s reply, newest first.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct ScheduleHistoryReply {
     /// The firings.
     pub firings: Vec<FiringRecord>,

@@ -24,7 +24,7 @@ macro_rules! status_enum {
         }
     ) => {
         $(#[$doc])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
         #[serde(rename_all = "snake_case")]
         pub enum $name {
             $($(#[$vdoc])* $variant,)+

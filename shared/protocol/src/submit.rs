@@ -2,6 +2,7 @@
 //! per-rack outcomes, cancellation.
 
 use flow_rules::{ComponentType, OperationCode, OperationType};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use time::OffsetDateTime;
 
@@ -9,7 +10,7 @@ use crate::envelope::{ApiError, ErrorCode};
 use crate::ids::{RackRef, RuleId};
 
 /// `task.submit` (also the body of a message on `flow.tasks.submit`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskSubmit {
     /// Idempotency key: a repeated request returns the tasks it created
@@ -65,6 +66,7 @@ pub struct TaskSubmit {
     pub reason: Option<String>,
     /// Start no earlier than this (RFC 3339): until then the task waits
     /// without holding its components.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -73,6 +75,7 @@ pub struct TaskSubmit {
     pub not_before: Option<OffsetDateTime>,
     /// Start no later than this (RFC 3339): a task that has not started by
     /// then fails ("its window ended").
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -239,7 +242,7 @@ impl TaskSubmit {
 }
 
 /// What a submission does when a rack already has an unfinished task.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "strategy", deny_unknown_fields)]
 pub enum ConflictStrategy {
     /// Refuse with the reason.
@@ -259,7 +262,7 @@ fn default_queue_timeout() -> u64 {
 }
 
 /// `task.get`, `task.cancel`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskById {
     /// The task.
@@ -267,12 +270,12 @@ pub struct TaskById {
 }
 
 /// `task.counts` (no fields).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskCountsRequest {}
 
 /// `task.list`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TaskList {
     /// At most this many (default 50).
@@ -314,7 +317,7 @@ impl Submission {
 
 /// One rack's outcome of a submission. On the wire:
 /// `{"rack", "task_id"?, "duplicate", "queued", "error"?}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(into = "RackOutcomeWire", try_from = "RackOutcomeWire")]
 pub struct RackOutcome {
     /// The rack as named in the request.
@@ -323,7 +326,7 @@ pub struct RackOutcome {
     pub submission: Submission,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Serialize, Deserialize, JsonSchema)]
 struct RackOutcomeWire {
     rack: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -334,6 +337,7 @@ struct RackOutcomeWire {
     queued: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     queue_position: Option<u32>,
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(
         default,
         skip_serializing_if = "Option::is_none",
@@ -401,14 +405,14 @@ impl TryFrom<RackOutcomeWire> for RackOutcome {
 }
 
 /// `task.submit` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskSubmitReply {
     /// One entry per requested rack, in order.
     pub results: Vec<RackOutcome>,
 }
 
 /// What a cancel request did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum CancelOutcome {
     /// The task runs: its steps stop at their next action boundary, then it
@@ -423,7 +427,7 @@ pub enum CancelOutcome {
 }
 
 /// `task.cancel` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskCancelReply {
     /// True while the task is being stopped ([`CancelOutcome::Cancelling`]).
     pub cancelling: bool,

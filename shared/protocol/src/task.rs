@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use flow_rules::{ComponentType, OperationCode, OperationType};
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use time::OffsetDateTime;
@@ -90,7 +91,7 @@ pub mod timestamp {
 }
 
 /// One step of a task, as `task.get` shows it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct StepRecord {
     /// Its index in the rule snapshot.
     pub step_index: u32,
@@ -105,12 +106,15 @@ pub struct StepRecord {
     /// Its execution budget.
     pub budget_ms: u64,
     /// When the scheduler fails it (set when it starts).
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(with = "timestamp::option")]
     pub deadline: Option<OffsetDateTime>,
     /// When its job was queued.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(with = "timestamp::option")]
     pub started_at: Option<OffsetDateTime>,
     /// When it ended.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(with = "timestamp::option")]
     pub finished_at: Option<OffsetDateTime>,
     /// Why it failed or stopped.
@@ -125,7 +129,7 @@ pub struct StepRecord {
 }
 
 /// A task with its steps: the `task.get` reply.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskRecord {
     /// The task.
     pub id: TaskId,
@@ -153,24 +157,30 @@ pub struct TaskRecord {
     /// The rule's name.
     pub rule_name: String,
     /// The snapshot of the rule it runs (canonical JSON).
+    #[schemars(with = "flow_rules::RuleDefinition")]
     pub rule: Value,
     /// The stage running, or the last one that ran.
     pub current_stage: Option<u32>,
     /// Why it ended (empty while it runs and when it completed).
     pub message: String,
     /// Submitted.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "timestamp")]
     pub created_at: OffsetDateTime,
     /// Its first stage queued.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(with = "timestamp::option")]
     pub started_at: Option<OffsetDateTime>,
     /// Ended.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(with = "timestamp::option")]
     pub finished_at: Option<OffsetDateTime>,
     /// Starts no earlier than this.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(default, with = "timestamp::option")]
     pub not_before: Option<OffsetDateTime>,
     /// Fails if not started by this.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(default, with = "timestamp::option")]
     pub not_after: Option<OffsetDateTime>,
     /// The schedule whose firing created it.
@@ -195,7 +205,7 @@ pub struct TaskRecord {
 }
 
 /// A task in a listing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskSummary {
     /// The task.
     pub id: TaskId,
@@ -213,15 +223,17 @@ pub struct TaskSummary {
     #[serde(default)]
     pub description: String,
     /// Submitted.
+    #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "timestamp")]
     pub created_at: OffsetDateTime,
     /// Ended.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
     #[serde(with = "timestamp::option")]
     pub finished_at: Option<OffsetDateTime>,
 }
 
 /// The `task.list` reply: recent tasks, newest first (a JSON array).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
 pub struct TaskListReply {
     /// The tasks.
@@ -230,7 +242,7 @@ pub struct TaskListReply {
 
 /// The `task.counts` reply: how many tasks have each status (a JSON object
 /// `{status: count}`; statuses no task has are absent).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(transparent)]
 pub struct TaskCounts {
     /// Count by status.
@@ -239,7 +251,7 @@ pub struct TaskCounts {
 
 /// An event about a task, on `flow.events.task.<task>` (stream
 /// `FLOW_EVENTS`): `{"schema": 1, "task_id", "at_ms", "kind", …}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct TaskEvent {
     /// Message schema (1).
     pub schema: u32,
@@ -253,7 +265,7 @@ pub struct TaskEvent {
 }
 
 /// What a [`TaskEvent`] reports.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum TaskEventKind {
     /// A stage's steps were queued.

@@ -40,8 +40,8 @@ pub struct RuleBatch {
     pub rules: Vec<RuleSpec>,
 }
 
-const BATCH_FIELDS: &[&str] = &["version", "rules"];
-const RULE_FIELDS: &[&str] = &[
+pub(crate) const BATCH_FIELDS: &[&str] = &["version", "rules"];
+pub(crate) const RULE_FIELDS: &[&str] = &[
     "name",
     "description",
     "operation_type",

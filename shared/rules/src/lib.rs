@@ -37,6 +37,7 @@ mod model;
 mod operation;
 mod parse;
 mod retry;
+mod schema;
 mod serde_impls;
 
 pub use action::{Action, ActionName, PowerState};

@@ -20,8 +20,8 @@ use crate::{
 /// stay finite and a typo (`300` for `3`) is caught.
 pub const MAX_RETRY_ATTEMPTS: i64 = 100;
 
-const DEFINITION_FIELDS: &[&str] = &["version", "steps"];
-const STEP_FIELDS: &[&str] = &[
+pub(crate) const DEFINITION_FIELDS: &[&str] = &["version", "steps"];
+pub(crate) const STEP_FIELDS: &[&str] = &[
     "component_type",
     "stage",
     "max_parallel",
@@ -35,13 +35,13 @@ const STEP_REFUSED: &[Refused] = &[(
     "delay_after",
     "the legacy delay_after is not part of the v1 schema; add a Sleep action to post_operation",
 )];
-const RETRY_FIELDS: &[&str] = &[
+pub(crate) const RETRY_FIELDS: &[&str] = &[
     "max_attempts",
     "initial_interval",
     "backoff_coefficient",
     "max_interval",
 ];
-const ACTION_FIELDS: &[&str] = &["name", "timeout", "poll_interval", "parameters"];
+pub(crate) const ACTION_FIELDS: &[&str] = &["name", "timeout", "poll_interval", "parameters"];
 
 /// Reads the version field: absent means v1, anything but `"v1"` is refused.
 pub(crate) fn version(c: &mut Checker, path: &Path, map: &Map<String, Value>) -> SchemaVersion {
@@ -298,21 +298,21 @@ fn actions(c: &mut Checker, path: &Path, map: &Map<String, Value>, name: &str) -
 
 /// What an action accepts: its parameters and whether the action-level
 /// `timeout` and `poll_interval` are required, optional or refused.
-struct Spec {
-    params: &'static [&'static str],
-    required_params: &'static [(&'static str, &'static str)],
-    timeout: Use,
-    poll_interval: Use,
+pub(crate) struct Spec {
+    pub(crate) params: &'static [&'static str],
+    pub(crate) required_params: &'static [(&'static str, &'static str)],
+    pub(crate) timeout: Use,
+    pub(crate) poll_interval: Use,
 }
 
 #[derive(Clone, Copy, PartialEq)]
-enum Use {
+pub(crate) enum Use {
     Required,
     Optional,
     Refused(&'static str),
 }
 
-fn spec(name: ActionName) -> Spec {
+pub(crate) fn spec(name: ActionName) -> Spec {
     const NO_POLL: &str = "this action does not poll";
     match name {
         ActionName::Sleep => Spec {
