@@ -70,6 +70,61 @@ pub async fn run(args: &BmcArgs, out: Output) -> Outcome {
     outcome
 }
 
+/// `flow bmc … power <operation>`: decided as a step decides it
+/// (`shared/hardware/src/command.rs`) — the state read first (except for a
+/// forced power-off), nothing sent when the component rests in the end
+/// state or is moving, the command sent otherwise.
+async fn power(
+    manager: &RedfishManager,
+    target: &ComponentTarget,
+    op: PowerOperation,
+    out: Output,
+) -> Outcome {
+    use flow_hardware::command::{PowerPlan, plan, reads_first};
+    let decided = if reads_first(op) {
+        match manager.power_status(target).await {
+            Ok(state) => plan(op, state),
+            Err(e) => return fail(&e, out),
+        }
+    } else {
+        PowerPlan::Send
+    };
+    // (JSON field, its value, the line printed)
+    let (field, value, text) = match decided {
+        PowerPlan::Already(state) => (
+            "already",
+            state.to_string(),
+            format!("already {state}: nothing sent"),
+        ),
+        PowerPlan::AwaitSteady(state) => (
+            "moving",
+            state.to_string(),
+            format!("{state}: the component is moving; nothing sent (ask again once it settles)"),
+        ),
+        PowerPlan::Refuse(why) => {
+            let e = HardwareError::InvalidState {
+                component: target.name.clone(),
+                message: why,
+            };
+            return fail(&e, out);
+        }
+        PowerPlan::Send => match manager.power_control(target, op).await {
+            Ok(sent) => (
+                "sent",
+                sent.reset_type.clone(),
+                format!("sent ResetType {}", sent.reset_type),
+            ),
+            Err(e) => return fail(&e, out),
+        },
+    };
+    if out.json {
+        outln!("{}", json!({"ok": true, field: value}));
+    } else {
+        outln!("{text}");
+    }
+    Outcome::Valid
+}
+
 async fn act(
     args: &BmcArgs,
     manager: &RedfishManager,
@@ -105,24 +160,7 @@ async fn act(
                 Ok(op) => op,
                 Err(e) => return usage(e.to_string()),
             };
-            match manager.power_control(&target, op).await {
-                Ok(outcome) => {
-                    if out.json {
-                        outln!("{}", json!({"ok": true, "outcome": outcome}));
-                    } else {
-                        match outcome {
-                            flow_hardware::PowerOutcome::Issued { reset_type } => {
-                                outln!("sent ResetType {reset_type}")
-                            }
-                            flow_hardware::PowerOutcome::AlreadyInState { state } => {
-                                outln!("already {state}: nothing sent")
-                            }
-                        }
-                    }
-                    Outcome::Valid
-                }
-                Err(e) => fail(&e, out),
-            }
+            power(manager, &target, op, out).await
         }
         BmcAction::FirmwareStatus => match manager.firmware_status(&target, None).await {
             Ok(status) => {

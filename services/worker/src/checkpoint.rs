@@ -1,5 +1,6 @@
 //! A job's checkpoint in the job-state bucket (`job.<task>.<step>.<gen>`):
-//! read when a delivery starts, written before every wait and at the end.
+//! read when a delivery starts, written before and after every command,
+//! before every wait and at the end.
 
 use async_nats::jetstream::kv;
 use flow_executor::Checkpoint;
@@ -13,29 +14,40 @@ pub fn key(id: &JobId) -> String {
     format!("job.{id}")
 }
 
-/// Reads a job's checkpoint: `Ok(None)` when it has none (a first
-/// delivery), `Err` when the bucket cannot be read now (the checkpoint may
-/// exist: do not run blind). A checkpoint this worker cannot decode
-/// (another version?) starts the step over: that repeats only idempotent
-/// calls.
+/// What a delivery found in the bucket.
+#[derive(Debug)]
+pub enum Loaded {
+    /// Nothing: a first delivery.
+    None,
+    /// The step's checkpoint.
+    Some(Box<Checkpoint>),
+    /// A checkpoint this worker cannot decode (another version?), with
+    /// why: what the step sent is not known.
+    Unreadable(String),
+}
+
+/// Reads a job's checkpoint; `Err` when the bucket cannot be read now (the
+/// checkpoint may exist: do not run blind). A checkpoint this worker
+/// cannot decode is [`Loaded::Unreadable`]: the step is not started over,
+/// since that could repeat a command its record would have said went.
 pub async fn load(
     kv: &kv::Store,
     key: &str,
     metrics: &WorkerMetrics,
-) -> Result<Option<Checkpoint>, kv::EntryError> {
+) -> Result<Loaded, kv::EntryError> {
     match kv.get(key).await? {
         None => {
             metrics.jobs_started.inc();
-            Ok(None)
+            Ok(Loaded::None)
         }
         Some(bytes) => match serde_json::from_slice(&bytes) {
             Ok(cp) => {
                 metrics.jobs_resumed.inc();
-                Ok(Some(cp))
+                Ok(Loaded::Some(Box::new(cp)))
             }
             Err(error) => {
-                tracing::warn!(error = %ErrorChain(&error), key, "unreadable checkpoint: starting the step over");
-                Ok(None)
+                tracing::warn!(error = %ErrorChain(&error), key, "unreadable checkpoint: the step fails rather than repeat what it may have sent");
+                Ok(Loaded::Unreadable(error.to_string()))
             }
         },
     }

@@ -10,7 +10,7 @@ use std::time::Instant;
 use async_trait::async_trait;
 use flow_hardware::{
     ComponentManager, ComponentTarget, DecommissionState, FirmwareJob, FirmwareRequest,
-    FirmwareStart, FirmwareStatus, HardwareError, ManagerDescriptor, ManagerRegistry, PowerOutcome,
+    FirmwareStart, FirmwareStatus, HardwareError, ManagerDescriptor, ManagerRegistry, PowerSent,
     PowerStatus,
 };
 use flow_rules::PowerOperation;
@@ -97,7 +97,7 @@ impl ComponentManager for Instrumented {
         &self,
         target: &ComponentTarget,
         operation: PowerOperation,
-    ) -> Result<PowerOutcome, HardwareError> {
+    ) -> Result<PowerSent, HardwareError> {
         self.observe(
             target,
             "power_control",

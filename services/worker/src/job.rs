@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, Message, kv};
 use flow_executor::checkpoint::ComponentStatus;
-use flow_executor::{Checkpoint, Clock, Progress, SystemClock, advance};
+use flow_executor::{Checkpoint, Clock, Effects, Journal, Progress, SystemClock, advance};
 use flow_hardware::ManagerRegistry;
 use flow_jetstream::park;
 use flow_protocol::ComponentOutcome;
@@ -87,15 +87,41 @@ impl Job<'_> {
     async fn run(self, message: Message, job: JobMessage) {
         let key = checkpoint::key(&job.id);
         let loaded = match checkpoint::load(&self.kv, &key, self.metrics).await {
-            Ok(cp) => cp,
+            Ok(loaded) => loaded,
             Err(error) => {
                 tracing::warn!(error = %ErrorChain(&error), key = %key, "checkpoint not readable now; job handed back");
                 dispose(&message, Disposition::Retry, self.metrics).await;
                 return;
             }
         };
-        let mut stored = Stored(loaded);
-        let mut cp = stored.0.clone().unwrap_or_default();
+        let stored = Stored::new(self.kv.clone(), key.clone(), self.metrics);
+        let loaded = match loaded {
+            checkpoint::Loaded::Unreadable(why) => {
+                // What the step sent is not known: it is not run blind.
+                let cp = Checkpoint::default();
+                let now = SystemClock.now_ms();
+                let outcome = StepOutcome::Failed {
+                    action: "resume".to_owned(),
+                    message: format!(
+                        "the step's checkpoint {key} is unreadable ({why}): what it already sent is not known, so it is not run again"
+                    ),
+                };
+                let result = result(&job, &cp, outcome, now, now);
+                // Its checkpoint is left as it is: a redelivery (should the
+                // result not go out) finds it unreadable again.
+                let disposition = if self.publish(&result).await {
+                    Disposition::Finished
+                } else {
+                    Disposition::Retry
+                };
+                dispose(&message, disposition, self.metrics).await;
+                return;
+            }
+            checkpoint::Loaded::Some(cp) => Some(*cp),
+            checkpoint::Loaded::None => None,
+        };
+        stored.set(loaded.clone());
+        let mut cp = loaded.unwrap_or_default();
         let clock = SystemClock;
         let started_ms = cp
             .finished
@@ -117,30 +143,21 @@ impl Job<'_> {
             let progress = {
                 // Keeps the job alive while a long call runs.
                 let _alive = KeepAlive::start(&message, self.keep_alive);
-                advance(
-                    &job.job,
-                    &mut cp,
-                    self.registry,
-                    &clock,
-                    &gate,
-                    &is_cancelled,
-                )
-                .await
+                let effects = Effects {
+                    hardware: self.registry,
+                    clock: &clock,
+                    gate: &gate,
+                    journal: &stored,
+                    cancelled: &is_cancelled,
+                };
+                advance(&job.job, &mut cp, &effects).await
             };
             progress::report(&self.js, &job, &cp, &mut last_report).await;
             let outcome = match progress {
                 Progress::WaitUntil(at) => {
                     let delay = Duration::from_millis(at.saturating_sub(clock.now_ms()));
                     if self
-                        .wait_for_events(
-                            &message,
-                            &job,
-                            &mut cp,
-                            &mut stored,
-                            &key,
-                            delay,
-                            &mut wake,
-                        )
+                        .wait_for_events(&message, &job, &mut cp, &stored, delay, &mut wake)
                         .await
                     {
                         continue;
@@ -150,11 +167,9 @@ impl Job<'_> {
                     // A job that leaves this worker takes everything with
                     // it; one that waits here need only keep its commands.
                     let saved = if inline {
-                        stored
-                            .keep_commands(&self.kv, &key, &cp, self.metrics)
-                            .await
+                        stored.keep_commands(&cp).await
                     } else {
-                        stored.save(&self.kv, &key, &cp, self.metrics).await
+                        stored.save(&cp).await
                     };
                     match self.at_wait(delay, saved) {
                         // Until the time itself: the report and the save
@@ -188,12 +203,9 @@ impl Job<'_> {
             // Commands since the last save are saved before the result
             // goes out: should this worker die before its ack, the
             // redelivery repeats reads, never a command.
-            let saved = stored
-                .keep_commands(&self.kv, &key, &cp, self.metrics)
-                .await;
+            let saved = stored.keep_commands(&cp).await;
             let result = result(&job, &cp, outcome, started_ms, clock.now_ms());
-            self.finish(&message, &key, &cp, &result, saved, &mut stored)
-                .await;
+            self.finish(&message, &cp, &result, saved, &stored).await;
             return;
         }
     }
@@ -203,14 +215,12 @@ impl Job<'_> {
     /// `false` (nothing waited) when the wait is too long, nobody's event
     /// stream is open, no hold is free, the worker is stopping or the
     /// commands made so far could not be saved.
-    #[allow(clippy::too_many_arguments)]
     async fn wait_for_events(
         &self,
         message: &Message,
         job: &JobMessage,
         cp: &mut Checkpoint,
-        stored: &mut Stored,
-        key: &str,
+        stored: &Stored<'_>,
         delay: Duration,
         kept: &mut Option<flow_executor::wake::Wake>,
     ) -> bool {
@@ -228,7 +238,7 @@ impl Job<'_> {
         let Some(_hold) = self.holds.take() else {
             return false;
         };
-        if !stored.keep_commands(&self.kv, key, cp, self.metrics).await {
+        if !stored.keep_commands(cp).await {
             return false;
         }
         self.metrics.event_waits.inc();
@@ -274,35 +284,17 @@ impl Job<'_> {
     async fn finish(
         &self,
         message: &Message,
-        key: &str,
         cp: &Checkpoint,
         result: &ResultMessage,
         saved: bool,
-        stored: &mut Stored,
+        stored: &Stored<'_>,
     ) {
-        let body = match serde_json::to_vec(result) {
-            Ok(body) => body,
-            Err(error) => {
-                tracing::error!(error = %ErrorChain(&error), "result not encodable");
-                return;
-            }
+        let Some(body) = encode(result) else {
+            return;
         };
         let mut saved = saved;
         loop {
-            let publish = self
-                .js
-                .send_publish(
-                    result_subject(result.id.task),
-                    jetstream::message::PublishMessage::build()
-                        .payload(body.clone().into())
-                        .message_id(format!("result/{}", result.id)),
-                )
-                .await;
-            let acked = match publish {
-                Ok(ack) => ack.await.is_ok(),
-                Err(_) => false,
-            };
-            if acked {
+            if self.publish_body(result, &body).await {
                 tracing::info!(outcome = ?result.outcome, calls = result.calls, "step finished");
                 let outcome = match result.outcome {
                     StepOutcome::Completed => "completed",
@@ -318,8 +310,8 @@ impl Job<'_> {
             }
             // Handing the job back now would let its redelivery resume from
             // the stored checkpoint: save the final one first.
-            if saved && stored.0.as_ref() != Some(cp) {
-                saved = stored.save(&self.kv, key, cp, self.metrics).await;
+            if saved && !stored.holds(cp) {
+                saved = stored.save(cp).await;
             }
             if saved {
                 tracing::warn!("result not published; job will be redelivered");
@@ -329,49 +321,110 @@ impl Job<'_> {
             tracing::warn!("result and checkpoint not saved; retrying here");
             dispose(message, Disposition::StillWorking, self.metrics).await;
             tokio::time::sleep(UNSAVED_RETRY).await;
-            saved = stored.save(&self.kv, key, cp, self.metrics).await;
+            saved = stored.save(cp).await;
         }
     }
 }
 
-/// What the job-state bucket holds for this job, as far as this worker
-/// knows (`None`: nothing).
-struct Stored(Option<Checkpoint>);
+impl Job<'_> {
+    /// Publishes a result (deduplicated by `result/<job>`); whether
+    /// JetStream took it.
+    async fn publish(&self, result: &ResultMessage) -> bool {
+        match encode(result) {
+            Some(body) => self.publish_body(result, &body).await,
+            None => false,
+        }
+    }
 
-impl Stored {
-    /// Saves `cp` if it made a hardware-changing call since the stored
-    /// copy, so no redelivery repeats the command; polls since need no
-    /// save (a redelivery repeats a read). Whether the commands are kept.
-    async fn keep_commands(
-        &mut self,
-        kv: &kv::Store,
-        key: &str,
-        cp: &Checkpoint,
-        metrics: &WorkerMetrics,
-    ) -> bool {
+    async fn publish_body(&self, result: &ResultMessage, body: &[u8]) -> bool {
+        let publish = self
+            .js
+            .send_publish(
+                result_subject(result.id.task),
+                jetstream::message::PublishMessage::build()
+                    .payload(body.to_vec().into())
+                    .message_id(format!("result/{}", result.id)),
+            )
+            .await;
+        match publish {
+            Ok(ack) => ack.await.is_ok(),
+            Err(_) => false,
+        }
+    }
+}
+
+fn encode(result: &ResultMessage) -> Option<Vec<u8>> {
+    match serde_json::to_vec(result) {
+        Ok(body) => Some(body),
+        Err(error) => {
+            tracing::error!(error = %ErrorChain(&error), "result not encodable");
+            None
+        }
+    }
+}
+
+/// The job's checkpoint in the job-state bucket: what it holds, as far as
+/// this worker knows (`None`: nothing), and the writes to it. It is the
+/// step's [`Journal`]: the executor keeps the checkpoint here before and
+/// after every command (`shared/executor/src/command.rs`).
+struct Stored<'a> {
+    kv: kv::Store,
+    key: String,
+    metrics: &'a WorkerMetrics,
+    held: std::sync::Mutex<Option<Checkpoint>>,
+}
+
+impl<'a> Stored<'a> {
+    fn new(kv: kv::Store, key: String, metrics: &'a WorkerMetrics) -> Self {
+        Stored {
+            kv,
+            key,
+            metrics,
+            held: std::sync::Mutex::new(None),
+        }
+    }
+
+    fn held(&self) -> std::sync::MutexGuard<'_, Option<Checkpoint>> {
+        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Sets what the bucket is known to hold (as read).
+    fn set(&self, cp: Option<Checkpoint>) {
+        *self.held() = cp;
+    }
+
+    /// Whether the bucket holds `cp` already.
+    fn holds(&self, cp: &Checkpoint) -> bool {
+        self.held().as_ref() == Some(cp)
+    }
+
+    /// Saves `cp` if it sent a command since the stored copy, so no
+    /// redelivery repeats it; polls since need no save (a redelivery
+    /// repeats a read). Whether the commands are kept.
+    async fn keep_commands(&self, cp: &Checkpoint) -> bool {
         let commanded = self
-            .0
+            .held()
             .as_ref()
             .map_or(cp.commands > 0, |s| s.commands != cp.commands);
-        !commanded || self.save(kv, key, cp, metrics).await
+        !commanded || self.save(cp).await
     }
 
     /// Saves `cp` unless the bucket holds it already; whether it is saved.
-    async fn save(
-        &mut self,
-        kv: &kv::Store,
-        key: &str,
-        cp: &Checkpoint,
-        metrics: &WorkerMetrics,
-    ) -> bool {
-        if self.0.as_ref() == Some(cp) {
+    async fn save(&self, cp: &Checkpoint) -> bool {
+        if self.holds(cp) {
             return true;
         }
-        let saved = checkpoint::save(kv, key, cp, metrics).await;
+        let saved = checkpoint::save(&self.kv, &self.key, cp, self.metrics).await;
         if saved {
-            self.0 = Some(cp.clone());
+            *self.held() = Some(cp.clone());
         }
         saved
+    }
+}
+
+impl Journal for Stored<'_> {
+    fn keep<'b>(&'b self, cp: &'b Checkpoint) -> futures::future::BoxFuture<'b, bool> {
+        Box::pin(self.save(cp))
     }
 }
 

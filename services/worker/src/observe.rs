@@ -34,7 +34,10 @@ pub fn power_of(status: PowerStatus) -> PowerState {
     match status {
         PowerStatus::On => PowerState::On,
         PowerStatus::Off => PowerState::Off,
-        PowerStatus::Unknown => PowerState::Unknown,
+        // A transition is reported as unknown here: its end is not known.
+        PowerStatus::PoweringOn | PowerStatus::PoweringOff | PowerStatus::Unknown => {
+            PowerState::Unknown
+        }
     }
 }
 

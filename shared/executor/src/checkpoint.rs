@@ -1,12 +1,15 @@
-//! A step's durable progress. A worker saves it before every wait and after
-//! every action; whichever worker receives the job next resumes from it,
-//! repeating at most the call that was in flight.
+//! A step's durable progress. A worker saves it before every wait, before
+//! and after every command it sends (the [`CommandRecord`] of each
+//! component: `shared/executor/src/command.rs`), and at the end; whichever
+//! worker receives the job next resumes from it. A read may be repeated; a
+//! command is repeated only where the record cannot say it was not sent and
+//! a second copy is harmless.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use flow_hardware::FirmwareJob;
+use flow_hardware::{FirmwareJob, PowerStatus};
 use flow_protocol::jobs::ActionCalls;
-use flow_rules::ComponentType;
+use flow_rules::{ComponentType, PowerOperation};
 use serde::{Deserialize, Serialize};
 
 /// Where one component stands in the current action.
@@ -47,14 +50,106 @@ pub struct ComponentState {
     /// The firmware version a finished `FirmwareControl` left it with.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub installed_version: Option<String>,
-    /// Why power admission holds its command now (`waiting for power budget
-    /// in row=B: 1,180 of 1,200 kW`); cleared when the command goes.
+    /// Why its command waits now: power admission holds it (`waiting for
+    /// power budget in row=B: 1,180 of 1,200 kW`) or the component is
+    /// moving (`waiting for PoweringOff to end before sending power_off`);
+    /// cleared when the command goes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub held: Option<String>,
     /// A power reservation's last moment (epoch ms): when the component's
     /// time comes before it, its command goes without asking again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_by_ms: Option<u64>,
+    /// This job's command to the component in the current action: written
+    /// before it is sent, confirmed once the device accepted it, removed
+    /// when the device refused it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<CommandRecord>,
+    /// The transition the component was read in while its command waits
+    /// for it to settle (`shared/hardware/src/command.rs`); an event from
+    /// its device reads it again at once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting: Option<PowerStatus>,
+}
+
+/// A command a step sends to a component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Command {
+    /// A power operation.
+    Power(PowerOperation),
+    /// The start of a firmware update.
+    FirmwareUpdate,
+    /// A decommission request.
+    Decommission,
+}
+
+impl Command {
+    /// How the record spells it: the power operation's code,
+    /// `firmware_update` or `decommission`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Command::Power(op) => op.as_str(),
+            Command::FirmwareUpdate => "firmware_update",
+            Command::Decommission => "decommission",
+        }
+    }
+}
+
+impl std::fmt::Display for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl std::str::FromStr for Command {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "firmware_update" => Ok(Command::FirmwareUpdate),
+            "decommission" => Ok(Command::Decommission),
+            other => other
+                .parse::<PowerOperation>()
+                .map(Command::Power)
+                .map_err(|_| format!("unknown command {other:?}")),
+        }
+    }
+}
+
+impl Serialize for Command {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Command {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// Whether a recorded command reached its device, as far as the step knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Delivery {
+    /// Written before the send; no answer is known (the worker stopped
+    /// mid-send, or the device did not answer): it may have been carried
+    /// out.
+    Unconfirmed,
+    /// The device accepted it.
+    Accepted,
+}
+
+/// One component's command in the current action, as the step recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CommandRecord {
+    /// What was sent.
+    pub command: Command,
+    /// When it was recorded, just before the send (epoch ms).
+    pub at_ms: u64,
+    /// Whether it is known to have arrived.
+    pub delivery: Delivery,
 }
 
 impl Checkpoint {
@@ -85,6 +180,8 @@ impl ComponentState {
             installed_version: None,
             held: None,
             send_by_ms: None,
+            command: None,
+            awaiting: None,
         }
     }
 }

@@ -5,21 +5,19 @@
 use std::time::Duration;
 
 use flow_hardware::{
-    ComponentManager, ComponentTarget, DecommissionState, ErrorClass, FirmwareRequest,
-    FirmwareStart, FirmwareState, HardwareError, ManagerRegistry, PowerOutcome, PowerStatus,
+    ComponentManager, ComponentTarget, DecommissionState, ErrorClass, FirmwareState, HardwareError,
+    ManagerRegistry, PowerStatus,
 };
-use flow_protocol::power::Admission;
 use flow_rules::defaults::{DECOMMISSION_CONTROL_ATTEMPTS, DECOMMISSION_CONTROL_TIMEOUT};
 use flow_rules::duration::format_short;
-use flow_rules::{
-    Action, ActionName, ComponentType, OperationCode, PowerOperation, PowerState, RetryPolicy,
-};
+use flow_rules::{Action, ComponentType, OperationCode, PowerOperation, PowerState, RetryPolicy};
 
-use crate::checkpoint::{ActionRecord, ComponentState, ComponentStatus};
+use crate::checkpoint::{ActionRecord, Command, ComponentState, ComponentStatus};
 use crate::clock::after;
-use crate::gate::{GateRequest, PowerGate};
+use crate::command::{self, Decided};
+use crate::gate::PowerGate;
+use crate::journal::Journal;
 use crate::{Checkpoint, Clock, StepJob};
-use flow_protocol::power::gated;
 
 /// How long status calls of `WaitDecommissioned` may fail in a row before
 /// the action fails: "five minutes of consecutive status-call failures"
@@ -118,6 +116,16 @@ impl CallError {
     pub fn record(&self) -> String {
         format!("{}: {self}", self.class())
     }
+
+    /// Whether the request went out and no answer came, so the device may
+    /// have carried it out.
+    pub fn may_have_arrived(&self) -> bool {
+        match self {
+            CallError::Hardware(e) => e.may_have_arrived(),
+            CallError::NoAnswer { .. } => true,
+            _ => false,
+        }
+    }
 }
 
 /// Why an action failed.
@@ -172,7 +180,7 @@ impl ActionError {
 }
 
 /// The outcome of one call for one component.
-enum Call {
+pub(crate) enum Call {
     /// The component is done with this action; the text is its result.
     Done(String),
     /// Try again at this time (epoch ms).
@@ -180,80 +188,28 @@ enum Call {
     /// The component failed the action.
     Fail(String),
     /// Power admission holds the command until this time (epoch ms): no
-    /// call was made (`shared/decisions/src/admission.rs`).
+    /// command was sent (`shared/decisions/src/admission.rs`).
     Held(u64),
+    /// Send this command now, once its record is kept
+    /// (`shared/executor/src/command.rs`).
+    Send(Command),
 }
 
-/// Why a power command may not go now.
-enum Held {
-    /// Ask again at this time; the reason is shown to operators.
-    Until(u64, String),
-    /// Reserved from the first time until the second: go then without
-    /// asking again.
-    Reserved(u64, u64, String),
-    /// It never can, as its domain stands.
-    Refused(String),
-}
-
-impl Held {
-    fn reason(&self) -> Option<String> {
-        match self {
-            Held::Until(_, reason) | Held::Reserved(_, _, reason) => Some(reason.clone()),
-            Held::Refused(_) => None,
-        }
-    }
-}
-
-/// How long a command waits before asking again when admission did not
-/// answer (the command is never sent unadmitted).
-const GATE_RETRY_MS: u64 = 1_000;
-
-/// Asks the power gate whether `op` may go to `target` now; `None` = go.
-/// Steps of racks in no power domain never ask.
-async fn admit(
-    job: &StepJob,
-    gate: &dyn PowerGate,
-    target: &ComponentTarget,
-    op: PowerOperation,
-    limit: Duration,
-    now: u64,
-) -> Option<Held> {
-    if job.power_domains.is_empty() || !gated(target.component_type, op) {
-        return None;
-    }
-    let request = GateRequest {
-        rack: &target.rack,
-        component: &target.name,
-        component_type: target.component_type,
-        operation: op,
-    };
-    match tokio::time::timeout(limit, gate.admit(job, request)).await {
-        Ok(Ok(Admission::Granted)) => None,
-        Ok(Ok(Admission::Reserved {
-            at_ms,
-            send_by_ms,
-            reason,
-        })) if send_by_ms >= at_ms => Some(Held::Reserved(at_ms.max(now), send_by_ms, reason)),
-        Ok(Ok(Admission::Reserved { at_ms, reason, .. }))
-        | Ok(Ok(Admission::Wait {
-            until_ms: at_ms,
-            reason,
-        })) => Some(Held::Until(at_ms.max(now), reason)),
-        Ok(Ok(Admission::Refused { reason })) => {
-            Some(Held::Refused(format!("power admission refused: {reason}")))
-        }
-        Ok(Err(error)) => Some(Held::Until(
-            now + GATE_RETRY_MS,
-            format!("waiting for power admission, not answered: {error}"),
-        )),
-        Err(_) => Some(Held::Until(
-            now + GATE_RETRY_MS,
-            format!(
-                "waiting for power admission, not answered within {}",
-                format_short(limit)
-            ),
-        )),
-    }
+/// What a step's execution acts through: the hardware, the clock, power
+/// admission, the journal that keeps its record around every command, and
+/// whether its task was cancelled (checked at every action boundary).
+#[derive(Clone, Copy)]
+pub struct Effects<'a> {
+    /// The managers by component type.
+    pub hardware: &'a ManagerRegistry,
+    /// Now.
+    pub clock: &'a dyn Clock,
+    /// Where a power command asks first.
+    pub gate: &'a dyn PowerGate,
+    /// Where the checkpoint is kept before and after every command.
+    pub journal: &'a dyn Journal,
+    /// Whether the task was cancelled.
+    pub cancelled: &'a (dyn Fn() -> bool + Sync),
 }
 
 /// The label of the step's action at `index` (`main_operation (PowerControl)`).
@@ -277,17 +233,17 @@ pub(crate) fn actions(job: &StepJob) -> Vec<(String, &Action)> {
     list
 }
 
-/// Advances the step as far as possible. `cancelled` is checked at every
+/// Advances the step as far as possible. Cancellation is checked at every
 /// action boundary. Each call is bounded by its timeout, so one `advance`
-/// returns within the longest call timeout of the current action.
-pub async fn advance(
-    job: &StepJob,
-    cp: &mut Checkpoint,
-    hardware: &ManagerRegistry,
-    clock: &dyn Clock,
-    gate: &dyn PowerGate,
-    cancelled: &(dyn Fn() -> bool + Sync),
-) -> Progress {
+/// returns within the longest call timeout of the current action; every
+/// command goes only once its record is kept in `fx.journal`.
+pub async fn advance(job: &StepJob, cp: &mut Checkpoint, fx: &Effects<'_>) -> Progress {
+    let Effects {
+        hardware,
+        clock,
+        cancelled,
+        ..
+    } = *fx;
     let list = actions(job);
     while let Some((label, action)) = list.get(cp.action) {
         if cp.action_started_ms.is_none() {
@@ -316,7 +272,7 @@ pub async fn advance(
                 )
                 .await
             }
-            _ => per_component(job, cp, hardware, clock, gate, label, action).await,
+            _ => per_component(job, cp, fx, label, action).await,
         };
         match outcome {
             Ok(None) => {
@@ -456,41 +412,23 @@ async fn reachability(
     Ok(Some(next))
 }
 
-/// Whether a call of `action` that took a component from `before` to
-/// `after` changed the hardware: every power or decommission command; of a
-/// firmware update, the call that started it (the polls after only read).
-fn is_command(action: &Action, before: Option<&ComponentState>, after: &ComponentState) -> bool {
-    match action.name() {
-        ActionName::PowerControl | ActionName::DecommissionControl => true,
-        ActionName::FirmwareControl => {
-            before.is_none_or(|b| b.firmware_job.is_none()) && after.firmware_job.is_some()
-        }
-        ActionName::Sleep
-        | ActionName::VerifyPowerStatus
-        | ActionName::VerifyReachability
-        | ActionName::GetPowerStatus
-        | ActionName::WaitDecommissioned => false,
-    }
-}
-
 async fn per_component(
     job: &StepJob,
     cp: &mut Checkpoint,
-    hardware: &ManagerRegistry,
-    clock: &dyn Clock,
-    gate: &dyn PowerGate,
+    fx: &Effects<'_>,
     label: &str,
     action: &Action,
 ) -> ActionOutcome {
-    let Ok(manager) = hardware.get(job.step.component_type) else {
+    let Ok(manager) = fx.hardware.get(job.step.component_type) else {
         return Err(ActionError::NoManager(job.step.component_type));
     };
+    let manager = manager.as_ref();
     let window = match job.step.max_parallel {
         0 => usize::MAX,
         n => n as usize,
     };
     loop {
-        let now = clock.now_ms();
+        let now = fx.clock.now_ms();
         // Fill free max_parallel slots in component order.
         let active = cp
             .components
@@ -512,60 +450,42 @@ async fn per_component(
             let action_started = cp.action_started_ms.unwrap_or(now);
             let calls = due.iter().map(|c| {
                 let state = cp.components[&c.name].clone();
-                let manager = manager.as_ref();
                 // A component's own start: with `max_parallel`, a later
                 // batch gets the action's whole timeout too.
                 let started = state.started_ms.unwrap_or(action_started);
                 async move {
                     let mut state = state;
-                    let call =
-                        one_call(job, action, manager, gate, c, &mut state, now, started).await;
-                    (c.name.clone(), state, call)
+                    let decided =
+                        one_call(job, action, manager, fx.gate, c, &mut state, now, started).await;
+                    (*c, state, decided)
                 }
             });
             let results = futures::future::join_all(calls).await;
             // Waits count from the end of the calls (a backoff or a poll
             // interval is the pause after an answer, not after a request).
-            let spent = clock.now_ms().saturating_sub(now);
-            for (name, mut state, call) in results {
-                // Held by power admission: no call was made.
-                if let Call::Held(at) = call {
-                    state.next_at_ms = at;
-                    cp.components.insert(name, state);
-                    continue;
-                }
-                cp.calls += 1;
-                // This call's error: a failure's, or a retried or polled
-                // error it left on the state.
-                let before = cp.components.get(&name);
-                if is_command(action, before, &state) {
-                    cp.commands += 1;
-                }
-                let prior = before.and_then(|s| s.last_error.clone());
-                let error = match &call {
-                    Call::Fail(e) => Some(e.clone()),
-                    _ => state
-                        .last_error
-                        .clone()
-                        .filter(|e| Some(e) != prior.as_ref()),
-                };
-                cp.record_call(&name, label, now, error.as_deref());
-                match call {
-                    Call::Done(result) => {
-                        state.status = ComponentStatus::Done;
-                        cp.results.insert(name.clone(), result);
-                        if let Some(version) = state.installed_version.clone() {
-                            cp.installed.insert(name.clone(), version);
-                        }
+            let spent = fx.clock.now_ms().saturating_sub(now);
+            let mut sends = Vec::new();
+            for (target, state, decided) in results {
+                match decided.call {
+                    Call::Send(command) => {
+                        // The reads that decided it, when they were made.
+                        record_calls(cp, label, &target.name, decided.calls, now, None);
+                        sends.push((target, state, command));
                     }
-                    Call::Again(at) => state.next_at_ms = at.saturating_add(spent),
-                    Call::Held(_) => {}
-                    Call::Fail(error) => {
-                        state.status = ComponentStatus::Failed;
-                        state.last_error = Some(error);
-                    }
+                    call => apply(
+                        cp,
+                        label,
+                        &target.name,
+                        state,
+                        call,
+                        decided.calls,
+                        now,
+                        spent,
+                    ),
                 }
-                cp.components.insert(name, state);
+            }
+            if !sends.is_empty() {
+                send_recorded(job, cp, fx, manager, label, action, sends).await;
             }
             let failed: Vec<(String, String)> = cp
                 .components
@@ -592,12 +512,148 @@ async fn per_component(
             .map(|s| s.next_at_ms)
             .min();
         match next {
-            Some(t) if t > clock.now_ms() => return Ok(Some(t)),
+            Some(t) if t > fx.clock.now_ms() => return Ok(Some(t)),
             Some(_) => continue,
             // Nothing active and not all done: slots were just freed.
             None => continue,
         }
     }
+}
+
+/// Sends a batch of decided commands: each one's record is written as
+/// unconfirmed and the checkpoint kept first (a command whose record could
+/// not be kept is not sent, and comes back shortly); then they go at once,
+/// and their answers are recorded and kept.
+async fn send_recorded(
+    job: &StepJob,
+    cp: &mut Checkpoint,
+    fx: &Effects<'_>,
+    manager: &dyn ComponentManager,
+    label: &str,
+    action: &Action,
+    sends: Vec<(&ComponentTarget, ComponentState, Command)>,
+) {
+    let now = fx.clock.now_ms();
+    for (target, state, command) in &sends {
+        let mut recorded = state.clone();
+        command::record(&mut recorded, *command, now);
+        cp.components.insert(target.name.clone(), recorded);
+    }
+    if !fx.journal.keep(cp).await {
+        tracing::warn!(
+            commands = sends.len(),
+            "the step's record could not be kept: its commands are not sent now"
+        );
+        let retry_at = after(now, command::UNRECORDED_RETRY);
+        for (target, mut state, command) in sends {
+            // Not sent: the record stays as it was before (`state` is the
+            // component before its command was recorded).
+            state.last_error = Some(format!(
+                "transient: the step's record could not be kept; {command} not sent yet"
+            ));
+            apply(
+                cp,
+                label,
+                &target.name,
+                state,
+                Call::Again(retry_at),
+                0,
+                now,
+                0,
+            );
+        }
+        return;
+    }
+    let answers = futures::future::join_all(sends.into_iter().map(|(target, state, command)| {
+        let mut state = cp.components.get(&target.name).cloned().unwrap_or(state);
+        async move {
+            let decided =
+                command::send(job, action, manager, target, &mut state, command, now).await;
+            (target, state, decided)
+        }
+    }))
+    .await;
+    let spent = fx.clock.now_ms().saturating_sub(now);
+    for (target, state, decided) in answers {
+        if state.command.is_some() {
+            // Accepted, or sent without an answer: a command either way.
+            cp.commands += 1;
+        }
+        apply(
+            cp,
+            label,
+            &target.name,
+            state,
+            decided.call,
+            decided.calls,
+            now,
+            spent,
+        );
+    }
+    // Confirmed. Should this not be kept now, the worker keeps it before
+    // its next wait or its result (`services/worker/src/job.rs`).
+    fx.journal.keep(cp).await;
+}
+
+/// Counts `calls` requests to one component made at `now`, the last with
+/// `error`.
+fn record_calls(
+    cp: &mut Checkpoint,
+    label: &str,
+    name: &str,
+    calls: u32,
+    now: u64,
+    error: Option<&str>,
+) {
+    cp.calls += u64::from(calls);
+    for i in 1..=calls {
+        cp.record_call(name, label, now, if i == calls { error } else { None });
+    }
+}
+
+/// Records one component's call outcome in the checkpoint.
+#[allow(clippy::too_many_arguments)]
+fn apply(
+    cp: &mut Checkpoint,
+    label: &str,
+    name: &str,
+    mut state: ComponentState,
+    call: Call,
+    calls: u32,
+    now: u64,
+    spent: u64,
+) {
+    // This call's error: a failure's, or a retried or polled error it
+    // left on the state.
+    let prior = cp.components.get(name).and_then(|s| s.last_error.clone());
+    let error = match &call {
+        Call::Fail(e) => Some(e.clone()),
+        _ => state
+            .last_error
+            .clone()
+            .filter(|e| Some(e) != prior.as_ref()),
+    };
+    record_calls(cp, label, name, calls, now, error.as_deref());
+    match call {
+        Call::Done(result) => {
+            state.status = ComponentStatus::Done;
+            state.awaiting = None;
+            cp.results.insert(name.to_owned(), result);
+            if let Some(version) = state.installed_version.clone() {
+                cp.installed.insert(name.to_owned(), version);
+            }
+        }
+        Call::Again(at) => state.next_at_ms = at.saturating_add(spent),
+        // Held by power admission: no command was sent.
+        Call::Held(at) => state.next_at_ms = at,
+        Call::Fail(error) => {
+            state.status = ComponentStatus::Failed;
+            state.last_error = Some(error);
+        }
+        // Decided in one pass, sent in the next.
+        Call::Send(_) => {}
+    }
+    cp.components.insert(name.to_owned(), state);
 }
 
 /// Moves up to `free` pending components (in order) to active.
@@ -620,7 +676,7 @@ fn promote(job: &StepJob, cp: &mut Checkpoint, free: usize, now: u64) {
 
 /// The per-call time limit: the action's own timeout where it has one for
 /// calls, else the step's activity timeout.
-fn call_timeout(job: &StepJob, action: &Action) -> Duration {
+pub(crate) fn call_timeout(job: &StepJob, action: &Action) -> Duration {
     match action {
         Action::PowerControl {
             timeout: Some(t), ..
@@ -634,7 +690,7 @@ fn call_timeout(job: &StepJob, action: &Action) -> Duration {
     }
 }
 
-async fn timed<T>(
+pub(crate) async fn timed<T>(
     limit: Duration,
     call: impl Future<Output = Result<T, HardwareError>>,
 ) -> Result<T, CallError> {
@@ -649,7 +705,12 @@ async fn timed<T>(
 pub const MIN_POLL_ANSWER: Duration = Duration::from_secs(2);
 
 /// A failed attempt: retry per the policy, or fail.
-fn retry(state: &mut ComponentState, policy: &RetryPolicy, error: CallError, now: u64) -> Call {
+pub(crate) fn retry(
+    state: &mut ComponentState,
+    policy: &RetryPolicy,
+    error: CallError,
+    now: u64,
+) -> Call {
     state.attempts += 1;
     let text = error.record();
     state.last_error = Some(text.clone());
@@ -672,7 +733,7 @@ fn poll_again(now: u64, interval: Duration, deadline: u64, why: impl FnOnce() ->
     }
 }
 
-fn power_operation(
+pub(crate) fn power_operation(
     job: &StepJob,
     explicit: Option<PowerOperation>,
 ) -> Result<PowerOperation, CallError> {
@@ -684,15 +745,12 @@ fn power_operation(
 }
 
 fn status_text(s: PowerStatus) -> &'static str {
-    match s {
-        PowerStatus::On => "On",
-        PowerStatus::Off => "Off",
-        PowerStatus::Unknown => "Unknown",
-    }
+    s.as_str()
 }
 
-/// One call of `action` for one component.
-#[allow(clippy::too_many_lines)]
+/// One call of `action` for one component: a command is decided
+/// (`shared/executor/src/command.rs`) and sent later, in its batch; a read
+/// is made here.
 #[allow(clippy::too_many_arguments)]
 async fn one_call(
     job: &StepJob,
@@ -703,38 +761,36 @@ async fn one_call(
     state: &mut ComponentState,
     now: u64,
     started: u64,
+) -> Decided {
+    let is_command = match action {
+        Action::PowerControl { .. } | Action::DecommissionControl => true,
+        Action::FirmwareControl { .. } => state.firmware_job.is_none(),
+        _ => false,
+    };
+    if is_command {
+        return command::decide(job, action, manager, gate, target, state, now, started).await;
+    }
+    Decided {
+        call: read_call(job, action, manager, target, state, now, started).await,
+        calls: 1,
+    }
+}
+
+/// One read of `action` for one component: a status, a verification poll,
+/// a started update's progress, a decommission's state.
+#[allow(clippy::too_many_lines)]
+async fn read_call(
+    job: &StepJob,
+    action: &Action,
+    manager: &dyn ComponentManager,
+    target: &ComponentTarget,
+    state: &mut ComponentState,
+    now: u64,
+    started: u64,
 ) -> Call {
     let limit = call_timeout(job, action);
     let policy = job.step.retry_policy();
     match action {
-        Action::PowerControl { operation, .. } => {
-            let op = match power_operation(job, *operation) {
-                Ok(op) => op,
-                Err(e) => return Call::Fail(e.record()),
-            };
-            // A reservation whose time came goes without asking again; one
-            // missed (the worker came late) asks anew.
-            let reserved = state.send_by_ms.take().is_some_and(|by| now <= by);
-            if !reserved && let Some(held) = admit(job, gate, target, op, limit, now).await {
-                state.held = held.reason();
-                match held {
-                    Held::Until(at, _) => return Call::Held(at),
-                    Held::Reserved(at, by, _) => {
-                        state.send_by_ms = Some(by);
-                        return Call::Held(at);
-                    }
-                    Held::Refused(reason) => return Call::Fail(reason),
-                }
-            }
-            state.held = None;
-            match timed(limit, manager.power_control(target, op)).await {
-                Ok(PowerOutcome::Issued { reset_type }) => Call::Done(format!("sent {reset_type}")),
-                Ok(PowerOutcome::AlreadyInState { state }) => {
-                    Call::Done(format!("already {state}"))
-                }
-                Err(e) => retry(state, &policy, e, now),
-            }
-        }
         Action::GetPowerStatus { .. } => match timed(limit, manager.power_status(target)).await {
             Ok(s) => Call::Done(status_text(s).to_owned()),
             Err(e) => retry(state, &policy, e, now),
@@ -787,37 +843,7 @@ async fn one_call(
         } => {
             let interval = Action::firmware_poll_interval(*poll_interval);
             let Some(fw_job) = state.firmware_job.clone() else {
-                let Some(image) = job.firmware.get(&job.step.component_type) else {
-                    return Call::Fail(
-                        CallError::NoImage {
-                            component_type: job.step.component_type,
-                        }
-                        .record(),
-                    );
-                };
-                let request = FirmwareRequest {
-                    image_uri: image.image_uri.clone(),
-                    version: image.version.clone(),
-                    targets: Vec::new(),
-                    sub_targets: image.sub_targets.clone(),
-                };
-                return match timed(limit, manager.firmware_update(target, &request)).await {
-                    Ok(FirmwareStart::AlreadyInstalled { version }) => {
-                        // The inventory keeps the main firmware's version.
-                        if image.sub_targets.is_empty() {
-                            state.installed_version = Some(version.clone());
-                        }
-                        Call::Done(format!("already at {version}"))
-                    }
-                    Ok(FirmwareStart::Started(fw)) => {
-                        state.firmware_job = Some(fw);
-                        state.attempts = 0;
-                        state.poll_deadline_ms =
-                            Some(after(now, Action::firmware_poll_timeout(*poll_timeout)));
-                        Call::Again(after(now, interval))
-                    }
-                    Err(e) => retry(state, &policy, e, now),
-                };
+                return Call::Fail("permanent: no update was started".to_owned());
             };
             let deadline = state.poll_deadline_ms.unwrap_or(now);
             match timed(limit, manager.firmware_status(target, Some(&fw_job))).await {
@@ -848,14 +874,6 @@ async fn one_call(
                 Err(e) if e.is_transient() => poll_again(now, interval, deadline, || {
                     format!("update status unreadable: {}", e.record())
                 }),
-                Err(e) => Call::Fail(e.record()),
-            }
-        }
-        Action::DecommissionControl => {
-            // The executor's fixed policy: one attempt, five minutes.
-            debug_assert_eq!(DECOMMISSION_CONTROL_ATTEMPTS, 1);
-            match timed(limit, manager.decommission(target)).await {
-                Ok(s) => Call::Done(format!("{s:?}")),
                 Err(e) => Call::Fail(e.record()),
             }
         }
@@ -895,6 +913,11 @@ async fn one_call(
                     }
                 }
             }
+        }
+        Action::PowerControl { .. } | Action::DecommissionControl => {
+            // Commands are decided in `shared/executor/src/command.rs`.
+            debug_assert_eq!(DECOMMISSION_CONTROL_ATTEMPTS, 1);
+            Call::Fail("permanent: a command reached the read path".to_owned())
         }
         Action::Sleep { .. } | Action::VerifyReachability { .. } => Call::Done(String::new()),
     }

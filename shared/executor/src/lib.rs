@@ -10,6 +10,11 @@
 //!   wait expressed as "come back at time T" so a worker can checkpoint and
 //!   let JetStream do the waiting. All progress lives in a serialisable
 //!   [`Checkpoint`]: any worker can resume it.
+//! * [`command`] decides every command from the step's own record of what it
+//!   sent and the state read just before, and sends it only once that
+//!   record is kept in the [`journal`] (the worker's job-state bucket): a
+//!   redelivered job never sends a command its record says went, and never
+//!   takes a component's transition for the end of its command.
 //! * [`gate`] is where it asks before a power command (the worker answers
 //!   over `power.admit`); [`wake`] ends a verification's wait early on a
 //!   BMC event.
@@ -21,12 +26,15 @@
 
 pub mod checkpoint;
 pub mod clock;
+pub mod command;
 pub mod executor;
 pub mod gate;
 pub mod job;
+pub mod journal;
 pub mod wake;
 
 pub use checkpoint::Checkpoint;
 pub use clock::{Clock, SystemClock};
-pub use executor::{CallError, Progress, StepFailure, advance};
+pub use executor::{CallError, Effects, Progress, StepFailure, advance};
 pub use job::{FirmwareImage, StepJob};
+pub use journal::{Journal, MemoryJournal};

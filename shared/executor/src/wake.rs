@@ -10,7 +10,7 @@ use std::time::Duration;
 use flow_hardware::{ChangeSignal, ManagerRegistry, Signalled};
 use flow_rules::Action;
 
-use crate::checkpoint::ComponentStatus;
+use crate::checkpoint::{ComponentState, ComponentStatus};
 use crate::executor::actions;
 use crate::{Checkpoint, StepJob};
 
@@ -19,19 +19,22 @@ pub struct Wake {
     signals: Vec<(String, ChangeSignal)>,
 }
 
-/// Whether the current action polls for a state a device announces: a
-/// power-state verification, or a firmware update's task once started.
-fn polls_announced_state(action: &Action) -> bool {
-    matches!(
-        action,
-        Action::VerifyPowerStatus { .. } | Action::FirmwareControl { .. }
-    )
+/// Whether a component of the current action waits to read a state its
+/// device announces: a power-state verification's poll, a started firmware
+/// update's task, or a command held until its component stops moving
+/// (`shared/executor/src/command.rs`).
+fn waits_for_announced_state(action: &Action, state: &ComponentState) -> bool {
+    match action {
+        Action::VerifyPowerStatus { .. } => true,
+        Action::FirmwareControl { .. } => state.firmware_job.is_some(),
+        Action::PowerControl { .. } => state.awaiting.is_some(),
+        _ => false,
+    }
 }
 
 /// The wake-up for the step's current wait: the change signals of its
-/// active components waiting for a poll (a firmware component only once
-/// its update started), or `None` when the action does not poll an
-/// announced state or no component has a feed. The signals of `previous`
+/// active components waiting to read an announced state, or `None` when
+/// none does or no component has a feed. The signals of `previous`
 /// (the step's last wait) are kept for the components still waiting, so a
 /// change announced while the step polled others is not lost.
 pub fn wake_for(
@@ -42,18 +45,14 @@ pub fn wake_for(
 ) -> Option<Wake> {
     let list = actions(job);
     let (_, action) = list.get(cp.action)?;
-    if !polls_announced_state(action) {
-        return None;
-    }
     let manager = hardware.get(job.step.component_type).ok()?;
-    let firmware = matches!(action, Action::FirmwareControl { .. });
     let mut kept = previous.map(|w| w.signals).unwrap_or_default();
     let signals: Vec<(String, ChangeSignal)> = job
         .components
         .iter()
         .filter(|c| {
             cp.components.get(&c.name).is_some_and(|s| {
-                s.status == ComponentStatus::Active && (!firmware || s.firmware_job.is_some())
+                s.status == ComponentStatus::Active && waits_for_announced_state(action, s)
             })
         })
         .filter_map(|c| {

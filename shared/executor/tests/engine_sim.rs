@@ -2,20 +2,27 @@
 //! the planner, `max_parallel` honoured, retries with the configured
 //! backoff, permanent errors not retried, waits expressed as times to come
 //! back, resumption from a serialised checkpoint, cancellation at an action
-//! boundary, firmware and decommission.
+//! boundary, firmware and decommission; and no command dropped while the
+//! hardware moves — a power-off right after a restart, a forced power-off
+//! in the middle of one, a restart of trays powering on — nor repeated by a
+//! delivery resumed after its worker was killed, read from the simulator's
+//! own command log.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use flow_decisions::plan;
 use flow_executor::gate::Ungated;
-use flow_executor::{Checkpoint, Clock, FirmwareImage, Progress, StepJob, SystemClock, advance};
+use flow_executor::{
+    Checkpoint, Clock, Effects, FirmwareImage, MemoryJournal, Progress, StepJob, SystemClock,
+    advance,
+};
 use flow_hardware::{
     ComponentManager, ComponentTarget, DecommissionState, FirmwareJob, FirmwareRequest,
-    FirmwareStart, FirmwareStatus, HardwareError, ManagerDescriptor, ManagerRegistry, PowerOutcome,
+    FirmwareStart, FirmwareStatus, HardwareError, ManagerDescriptor, ManagerRegistry, PowerSent,
     PowerStatus,
 };
 use flow_rack_sim::{InitialPower, SimConfig, Simulator};
@@ -53,7 +60,7 @@ impl ComponentManager for Counting {
         &self,
         t: &ComponentTarget,
         op: PowerOperation,
-    ) -> Result<PowerOutcome, HardwareError> {
+    ) -> Result<PowerSent, HardwareError> {
         self.enter();
         let r = self.inner.power_control(t, op).await;
         self.leave();
@@ -96,13 +103,19 @@ struct Env {
     counting: BTreeMap<ComponentType, Arc<Counting>>,
     targets: Vec<ComponentTarget>,
     http: reqwest::Client,
+    journal: MemoryJournal,
 }
 
 impl Env {
     async fn new(initial_power: InitialPower, compute: usize) -> Env {
+        Env::scaled(initial_power, compute, 0.01).await
+    }
+
+    /// A rack whose physics run at `time_scale` of real time.
+    async fn scaled(initial_power: InitialPower, compute: usize, time_scale: f64) -> Env {
         let sim = flow_rack_sim::start(SimConfig {
             admin_port: 0,
-            time_scale: 0.01,
+            time_scale,
             initial_power,
             compute,
             nvswitch: 2,
@@ -163,6 +176,7 @@ impl Env {
             counting,
             targets,
             http: reqwest::Client::new(),
+            journal: MemoryJournal::default(),
         }
     }
 
@@ -185,6 +199,22 @@ impl Env {
             firmware: BTreeMap::new(),
             power_domains: Vec::new(),
             emergency: false,
+        }
+    }
+
+    /// What a step acts through against this simulator: ungated, its
+    /// record kept in memory.
+    fn effects<'a>(
+        &'a self,
+        clock: &'a dyn Clock,
+        cancelled: &'a (dyn Fn() -> bool + Sync),
+    ) -> Effects<'a> {
+        Effects {
+            hardware: &self.registry,
+            clock,
+            gate: &Ungated,
+            journal: &self.journal,
+            cancelled,
         }
     }
 
@@ -222,7 +252,15 @@ async fn run_with(
     loop {
         let mut cp: Checkpoint = serde_json::from_str(&saved).unwrap();
         let before = clock.now_ms();
-        let progress = advance(&job, &mut cp, registry, &clock, &Ungated, cancelled).await;
+        let journal = MemoryJournal::default();
+        let fx = Effects {
+            hardware: registry,
+            clock: &clock,
+            gate: &Ungated,
+            journal: &journal,
+            cancelled,
+        };
+        let progress = advance(&job, &mut cp, &fx).await;
         saved = serde_json::to_string(&cp).unwrap();
         match progress {
             Progress::WaitUntil(t) => {
@@ -351,12 +389,13 @@ async fn transient_errors_are_retried_with_the_configured_backoff_and_permanent_
         panic!("expected failure")
     };
     assert!(f.message.contains("power shelves cannot restart"), "{f}");
+    // The state read, then the command refused: not tried again.
     assert_eq!(
         env.counting[&ComponentType::PowerShelf]
             .calls
             .load(Ordering::SeqCst)
             - before,
-        1
+        2
     );
     env.sim.shutdown().await;
 }
@@ -371,8 +410,7 @@ async fn waits_are_returned_not_slept_and_verification_times_out_on_a_stuck_comp
     let mut cp = Checkpoint::default();
     let clock = SystemClock;
     let t0 = clock.now_ms();
-    let Progress::WaitUntil(until) =
-        advance(&job, &mut cp, &env.registry, &clock, &Ungated, &|| false).await
+    let Progress::WaitUntil(until) = advance(&job, &mut cp, &env.effects(&clock, &|| false)).await
     else {
         panic!("a sleep must be returned as a wait")
     };
@@ -416,15 +454,7 @@ async fn cancellation_stops_at_the_next_action_boundary() {
     let calls = std::sync::atomic::AtomicUsize::new(0);
     // Not cancelled for the first action, cancelled before the second.
     let cancelled = || calls.fetch_add(1, Ordering::SeqCst) >= 1;
-    let p = advance(
-        &job,
-        &mut cp,
-        &env.registry,
-        &SystemClock,
-        &Ungated,
-        &cancelled,
-    )
-    .await;
+    let p = advance(&job, &mut cp, &env.effects(&SystemClock, &cancelled)).await;
     assert_eq!(p, Progress::Cancelled);
     assert_eq!(
         cp.action, 1,
@@ -487,5 +517,316 @@ async fn firmware_and_decommission_steps() {
     assert_eq!(cp.results["nvswitch-01"], "Decommissioned");
     // One request per switch tray is a command; the waits only read.
     assert_eq!(cp.commands, job.components.len() as u64, "{cp:?}");
+    env.sim.shutdown().await;
+}
+
+/// The commands the simulator accepted from `component`, in order (the
+/// `ResetType`, the image URI, or `decommission`).
+fn sim_commands(env: &Env, component: &str) -> Vec<String> {
+    env.sim
+        .state()
+        .component("rack-01", component)
+        .unwrap_or_else(|| panic!("no {component}"))
+        .commands
+        .iter()
+        .map(|c| c.value.clone())
+        .collect()
+}
+
+fn sim_power(env: &Env, component: &str) -> String {
+    env.sim
+        .state()
+        .component("rack-01", component)
+        .unwrap()
+        .power_state
+        .to_string()
+}
+
+fn trays(env: &Env) -> Vec<String> {
+    env.targets
+        .iter()
+        .filter(|t| t.component_type == ComponentType::Compute)
+        .map(|t| t.name.clone())
+        .collect()
+}
+
+/// The calls a component's action made, by the record.
+fn action_calls(cp: &Checkpoint, component: &str, action: &str) -> u32 {
+    cp.history[component]
+        .iter()
+        .filter(|a| a.action == action)
+        .map(|a| a.attempts)
+        .sum()
+}
+
+const SEND_ONLY: &str = "main_operation (PowerControl)";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_power_off_right_after_a_restart_reaches_every_bmc() {
+    // 5 % of real time: a graceful restart is 500 ms down, 250 ms up.
+    let env = Env::scaled(InitialPower::On, 4, 0.05).await;
+    // A rule that only sends the command, as a rollout's retry might run.
+    let restart = rule(json!([{"component_type": "compute", "stage": 1,
+        "main_operation": {"name": "PowerControl"}}]));
+    let (progress, cp, _) = run(&env.job(&restart, 0, "restart"), &env.registry).await;
+    assert_eq!(progress, Progress::Done, "{cp:?}");
+    // At once, a graceful power-off of the same trays.
+    let off = rule(json!([{"component_type": "compute", "stage": 1,
+        "main_operation": {"name": "PowerControl"},
+        "post_operation": [{"name": "VerifyPowerStatus", "timeout": "10s", "poll_interval": "50ms",
+                            "parameters": {"expected_status": "off"}}]}]));
+    let (progress, cp, _) = run(&env.job(&off, 0, "power_off"), &env.registry).await;
+    assert_eq!(progress, Progress::Done, "{cp:?}");
+    for tray in trays(&env) {
+        assert_eq!(
+            sim_commands(&env, &tray),
+            ["GracefulRestart", "GracefulShutdown"],
+            "{tray}: the power-off reached its BMC after the restart"
+        );
+        assert_eq!(sim_power(&env, &tray), "Off", "{tray}");
+        assert_eq!(cp.results[&tray], "Off");
+        // It read the tray moving (the restart), read it again once On,
+        // and sent: it waited for the restart, it did not take it for an off.
+        assert!(
+            action_calls(&cp, &tray, SEND_ONLY) >= 3,
+            "{tray}: {:?}",
+            cp.history[&tray]
+        );
+    }
+    env.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forced_power_off_during_a_restart_reaches_the_bmc_at_once_and_the_tray_stays_off() {
+    let env = Env::scaled(InitialPower::On, 6, 0.05).await;
+    let restart = rule(json!([{"component_type": "compute", "stage": 1,
+        "main_operation": {"name": "PowerControl"}}]));
+    let (progress, _, _) = run(&env.job(&restart, 0, "restart"), &env.registry).await;
+    assert_eq!(progress, Progress::Done);
+    let restarted = Instant::now();
+    // A leak on compute-05 0.3 s into the restart: the built-in leak rule's
+    // force power-off of it and the trays below it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(sim_power(&env, "compute-05"), "PoweringOff", "mid-restart");
+    let force_off = rule(json!([{"component_type": "compute", "stage": 1,
+        "main_operation": {"name": "PowerControl"},
+        "post_operation": [{"name": "VerifyPowerStatus", "timeout": "2m", "poll_interval": "50ms",
+                            "parameters": {"expected_status": "off"}}]}]));
+    let mut job = env.job(&force_off, 0, "force_power_off");
+    job.components.retain(|c| c.name.as_str() >= "compute-05");
+    let leak = Instant::now();
+    let (progress, cp, _) = run(&job, &env.registry).await;
+    assert_eq!(progress, Progress::Done, "{cp:?}");
+    assert!(
+        leak.elapsed() < Duration::from_secs(10),
+        "the force-off took {:?}",
+        leak.elapsed()
+    );
+    for tray in ["compute-05", "compute-06"] {
+        assert_eq!(cp.results[tray], "Off");
+        assert_eq!(
+            sim_commands(&env, tray),
+            ["GracefulRestart", "ForceOff"],
+            "{tray}"
+        );
+    }
+    // Past the restart's own end (750 ms after it began, at this scale),
+    // the trays that were forced off stay off; the others come back on.
+    while restarted.elapsed() < Duration::from_millis(1_500) {
+        assert_eq!(sim_power(&env, "compute-05"), "Off", "powered again");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(sim_power(&env, "compute-06"), "Off");
+    assert_eq!(
+        sim_power(&env, "compute-01"),
+        "On",
+        "not in the leak's reach"
+    );
+    env.sim.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_sent_while_the_trays_power_on_restarts_them() {
+    let env = Env::scaled(InitialPower::On, 3, 0.05).await;
+    let send_only = rule(json!([{"component_type": "compute", "stage": 1,
+        "main_operation": {"name": "PowerControl"}}]));
+    for op in ["force_power_off", "power_on"] {
+        let (progress, cp, _) = run(&env.job(&send_only, 0, op), &env.registry).await;
+        assert_eq!(progress, Progress::Done, "{op}: {cp:?}");
+        if op == "force_power_off" {
+            // Settled off before powering on again.
+            for tray in trays(&env) {
+                let deadline = Instant::now() + Duration::from_secs(5);
+                while sim_power(&env, &tray) != "Off" {
+                    assert!(Instant::now() < deadline, "{tray} never went off");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    }
+    // The trays are powering on (250 ms at this scale): restart them now.
+    let restart = rule(json!([{"component_type": "compute", "stage": 1,
+        "main_operation": {"name": "PowerControl"},
+        "post_operation": [{"name": "VerifyPowerStatus", "timeout": "10s", "poll_interval": "50ms",
+                            "parameters": {"expected_status": "on"}}]}]));
+    let (progress, cp, _) = run(&env.job(&restart, 0, "restart"), &env.registry).await;
+    assert_eq!(progress, Progress::Done, "{cp:?}");
+    for tray in trays(&env) {
+        assert_eq!(
+            sim_commands(&env, &tray),
+            ["ForceOff", "On", "GracefulRestart"],
+            "{tray}: restarted once it was on"
+        );
+        assert!(
+            action_calls(&cp, &tray, SEND_ONLY) >= 3,
+            "{tray}: it waited"
+        );
+    }
+    env.sim.shutdown().await;
+}
+
+/// A journal standing for a worker's job-state bucket whose worker is
+/// killed at its `crash_at`-th write: that write never lands, and the
+/// executor's future is dropped mid-step.
+struct Crashing {
+    crash_at: usize,
+    writes: AtomicUsize,
+    kept: std::sync::Mutex<Option<Checkpoint>>,
+    crashed: tokio::sync::Notify,
+}
+
+impl Crashing {
+    fn new(crash_at: usize) -> Self {
+        Crashing {
+            crash_at,
+            writes: AtomicUsize::new(0),
+            kept: std::sync::Mutex::new(None),
+            crashed: tokio::sync::Notify::new(),
+        }
+    }
+}
+
+impl flow_executor::Journal for Crashing {
+    fn keep<'a>(&'a self, cp: &'a Checkpoint) -> futures::future::BoxFuture<'a, bool> {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
+        if n == self.crash_at {
+            self.crashed.notify_one();
+            return Box::pin(std::future::pending());
+        }
+        *self.kept.lock().unwrap() = Some(cp.clone());
+        Box::pin(async { true })
+    }
+}
+
+/// Runs `job` until its worker is "killed" at the journal's `crash_at`-th
+/// write, then resumes it from what the journal kept, as the redelivery
+/// would, and runs it to its end.
+async fn killed_and_resumed(env: &Env, job: &StepJob, crash_at: usize) -> (Progress, Checkpoint) {
+    let journal = Crashing::new(crash_at);
+    let mut cp = Checkpoint::default();
+    let fx = Effects {
+        hardware: &env.registry,
+        clock: &SystemClock,
+        gate: &Ungated,
+        journal: &journal,
+        cancelled: &|| false,
+    };
+    loop {
+        tokio::select! {
+            progress = advance(job, &mut cp, &fx) => match progress {
+                Progress::WaitUntil(t) => {
+                    let left = t.saturating_sub(SystemClock.now_ms());
+                    tokio::time::sleep(Duration::from_millis(left)).await;
+                }
+                other => panic!("ended before the kill: {other:?}"),
+            },
+            () = journal.crashed.notified() => break,
+        }
+    }
+    // The redelivery: from the bucket, through JSON.
+    let kept = journal.kept.lock().unwrap().clone().unwrap_or_default();
+    let mut cp: Checkpoint = serde_json::from_slice(&serde_json::to_vec(&kept).unwrap()).unwrap();
+    let memory = MemoryJournal::default();
+    let fx = Effects {
+        journal: &memory,
+        ..fx
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        match advance(job, &mut cp, &fx).await {
+            Progress::WaitUntil(t) => {
+                assert!(Instant::now() < deadline, "never finished");
+                let left = t.saturating_sub(SystemClock.now_ms());
+                tokio::time::sleep(Duration::from_millis(left)).await;
+            }
+            other => return (other, cp),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_resumed_after_a_kill_resends_only_what_its_record_does_not_say_was_sent() {
+    let env = Env::scaled(InitialPower::On, 4, 0.05).await;
+    // Two trays at a time: writes 1 and 2 record and confirm the first
+    // two trays' commands, 3 and 4 the last two's.
+    let off = rule(
+        json!([{"component_type": "compute", "stage": 1, "max_parallel": 2,
+        "main_operation": {"name": "PowerControl"},
+        "post_operation": [{"name": "VerifyPowerStatus", "timeout": "10s", "poll_interval": "50ms",
+                            "parameters": {"expected_status": "off"}}]}]),
+    );
+    let job = env.job(&off, 0, "power_off");
+
+    // Killed as the last two's record is written (write 3): their
+    // commands were never sent; the first two's are confirmed.
+    let (progress, cp) = killed_and_resumed(&env, &job, 3).await;
+    assert_eq!(progress, Progress::Done, "{cp:?}");
+    for tray in trays(&env) {
+        assert_eq!(
+            sim_commands(&env, &tray),
+            ["GracefulShutdown"],
+            "{tray}: sent once"
+        );
+        assert_eq!(sim_power(&env, &tray), "Off");
+    }
+
+    // Killed after the first two's commands went and before their
+    // confirmation (write 2 lost): a power-off twice is harmless, so the
+    // redelivery decides again from the state — the trays are moving,
+    // then off — and sends nothing more.
+    env.sim.shutdown().await;
+    let env = Env::scaled(InitialPower::On, 4, 0.05).await;
+    let job = env.job(&off, 0, "power_off");
+    let (progress, cp) = killed_and_resumed(&env, &job, 2).await;
+    assert_eq!(progress, Progress::Done, "{cp:?}");
+    for tray in trays(&env) {
+        assert_eq!(sim_commands(&env, &tray), ["GracefulShutdown"], "{tray}");
+    }
+    assert_eq!(cp.results["compute-01"], "Off");
+
+    // The same kill during a restart: a second restart is not harmless,
+    // so the redelivery does not send one; the step fails saying why.
+    let restart = rule(
+        json!([{"component_type": "compute", "stage": 1, "max_parallel": 2,
+        "main_operation": {"name": "PowerControl"}}]),
+    );
+    env.sim.shutdown().await;
+    let env = Env::scaled(InitialPower::On, 4, 0.05).await;
+    let job = env.job(&restart, 0, "force_restart");
+    let (progress, _) = killed_and_resumed(&env, &job, 2).await;
+    let Progress::Failed(f) = progress else {
+        panic!("{progress:?}")
+    };
+    assert!(
+        f.message
+            .contains("force_restart may have reached the device already"),
+        "{f}"
+    );
+    for tray in ["compute-01", "compute-02"] {
+        assert_eq!(sim_commands(&env, tray), ["ForceRestart"], "{tray}: once");
+    }
+    for tray in ["compute-03", "compute-04"] {
+        assert!(sim_commands(&env, tray).is_empty(), "{tray}: never started");
+    }
     env.sim.shutdown().await;
 }

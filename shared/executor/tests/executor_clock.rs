@@ -1,9 +1,12 @@
 //! The step executor on tokio's paused clock with a scripted manager: the
 //! retry policy's delays to the millisecond, call timeouts, verification
 //! polls and their deadline, `max_parallel` in virtual time, error classes
-//! recorded as such, and a run resumed from a serialised checkpoint at every
-//! wait ending exactly where an uninterrupted one does. Nothing here sleeps
-//! in real time.
+//! recorded as such, a run resumed from a serialised checkpoint at every
+//! wait ending exactly where an uninterrupted one does, and every command
+//! recorded before it is sent: held while its record cannot be kept, never
+//! repeated where the record says it may have gone and a repeat is not
+//! harmless, held while its component is moving. Nothing here sleeps in
+//! real time.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -11,12 +14,15 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use flow_executor::gate::Ungated;
-use flow_executor::{Checkpoint, Clock, Progress, StepJob, advance};
+use flow_executor::checkpoint::{Command, Delivery};
+use flow_executor::gate::{PowerGate, Ungated};
+use flow_executor::{
+    Checkpoint, Clock, Effects, Journal, MemoryJournal, Progress, StepJob, advance,
+};
 use flow_hardware::catalog::BMC_CAPABILITIES;
 use flow_hardware::{
     ComponentManager, ComponentTarget, HardwareError, ManagerDescriptor, ManagerRegistry,
-    PowerOutcome, PowerStatus,
+    PowerSent, PowerStatus,
 };
 use flow_rules::{ComponentType, OperationCode, PowerOperation, RuleDefinition};
 use serde_json::json;
@@ -63,16 +69,22 @@ enum Answer {
 
 /// A manager whose answers are scripted per component, with a call latency
 /// in virtual time; it records when each call was made and the peak of
-/// concurrent calls.
+/// concurrent calls. A component's power is what its last accepted command
+/// made it (`Off` at first) unless its status answers are scripted.
 struct Scripted {
     descriptor: ManagerDescriptor,
     latency: Duration,
     /// Power control answers by component.
     control: Mutex<BTreeMap<String, Vec<Answer>>>,
-    /// Power status answers by component (`true` = On).
-    status: Mutex<BTreeMap<String, Vec<bool>>>,
+    /// Power status answers by component.
+    status: Mutex<BTreeMap<String, Vec<PowerStatus>>>,
+    /// Power as commanded, by component.
+    power: Mutex<BTreeMap<String, PowerStatus>>,
     /// Components whose status calls fail (unreachable).
     silent: Mutex<Vec<String>>,
+    /// The journal whose record each command is checked against when it
+    /// is sent: the component's command must be recorded (unconfirmed).
+    journal: Option<Arc<MemoryJournal>>,
     clock_start: tokio::time::Instant,
     calls: Mutex<Vec<(String, &'static str, u64)>>,
     now: AtomicUsize,
@@ -90,7 +102,9 @@ impl Scripted {
             latency,
             control: Mutex::default(),
             status: Mutex::default(),
+            power: Mutex::default(),
             silent: Mutex::default(),
+            journal: None,
             clock_start: tokio::time::Instant::now(),
             calls: Mutex::default(),
             now: AtomicUsize::new(0),
@@ -104,6 +118,20 @@ impl Scripted {
     }
 
     fn status(self, name: &str, answers: Vec<bool>) -> Self {
+        let answers = answers
+            .into_iter()
+            .map(|on| {
+                if on {
+                    PowerStatus::On
+                } else {
+                    PowerStatus::Off
+                }
+            })
+            .collect();
+        self.states(name, answers)
+    }
+
+    fn states(self, name: &str, answers: Vec<PowerStatus>) -> Self {
         self.status.lock().unwrap().insert(name.into(), answers);
         self
     }
@@ -113,12 +141,17 @@ impl Scripted {
         self
     }
 
-    fn next<T: Clone>(map: &Mutex<BTreeMap<String, Vec<T>>>, name: &str, default: T) -> T {
+    fn journal(mut self, journal: &Arc<MemoryJournal>) -> Self {
+        self.journal = Some(Arc::clone(journal));
+        self
+    }
+
+    fn next<T: Clone>(map: &Mutex<BTreeMap<String, Vec<T>>>, name: &str) -> Option<T> {
         let mut map = map.lock().unwrap();
         match map.get_mut(name) {
-            Some(list) if list.len() > 1 => list.remove(0),
-            Some(list) => list.first().cloned().unwrap_or(default),
-            None => default,
+            Some(list) if list.len() > 1 => Some(list.remove(0)),
+            Some(list) => list.first().cloned(),
+            None => None,
         }
     }
 
@@ -163,9 +196,20 @@ impl ComponentManager for Scripted {
     async fn power_control(
         &self,
         target: &ComponentTarget,
-        _operation: PowerOperation,
-    ) -> Result<PowerOutcome, HardwareError> {
-        let answer = Self::next(&self.control, &target.name, Answer::Ok);
+        operation: PowerOperation,
+    ) -> Result<PowerSent, HardwareError> {
+        if let Some(journal) = &self.journal {
+            let kept = journal
+                .last()
+                .expect("a record kept before the first command");
+            let record = kept.components[&target.name]
+                .command
+                .clone()
+                .expect("the command is recorded before it is sent");
+            assert_eq!(record.command, Command::Power(operation));
+            assert_eq!(record.delivery, Delivery::Unconfirmed);
+        }
+        let answer = Self::next(&self.control, &target.name).unwrap_or(Answer::Ok);
         if matches!(answer, Answer::Hang) {
             self.calls
                 .lock()
@@ -175,9 +219,14 @@ impl ComponentManager for Scripted {
         }
         self.enter(target, "control").await;
         match answer {
-            Answer::Ok | Answer::Hang => Ok(PowerOutcome::Issued {
-                reset_type: "On".into(),
-            }),
+            Answer::Ok | Answer::Hang => {
+                if let Some(end) = flow_hardware::command::end_state(operation) {
+                    self.power.lock().unwrap().insert(target.name.clone(), end);
+                }
+                Ok(PowerSent {
+                    reset_type: "On".into(),
+                })
+            }
             Answer::Transient => Err(unreachable(target)),
             Answer::Permanent => Err(HardwareError::Http {
                 component: target.name.clone(),
@@ -193,11 +242,14 @@ impl ComponentManager for Scripted {
         if self.silent.lock().unwrap().contains(&target.name) {
             return Err(unreachable(target));
         }
-        Ok(if Self::next(&self.status, &target.name, true) {
-            PowerStatus::On
-        } else {
-            PowerStatus::Off
-        })
+        Ok(Self::next(&self.status, &target.name).unwrap_or_else(|| {
+            self.power
+                .lock()
+                .unwrap()
+                .get(&target.name)
+                .copied()
+                .unwrap_or(PowerStatus::Off)
+        }))
     }
 }
 
@@ -228,6 +280,22 @@ fn job(step: serde_json::Value, n: usize) -> StepJob {
     }
 }
 
+/// What a step acts through here: no cancellation.
+fn effects<'a>(
+    hardware: &'a ManagerRegistry,
+    clock: &'a dyn Clock,
+    gate: &'a dyn PowerGate,
+    journal: &'a dyn Journal,
+) -> Effects<'a> {
+    Effects {
+        hardware,
+        clock,
+        gate,
+        journal,
+        cancelled: &|| false,
+    }
+}
+
 fn registry(manager: Arc<Scripted>) -> ManagerRegistry {
     let mut r = ManagerRegistry::new();
     r.register(manager);
@@ -244,8 +312,9 @@ async fn drive(
     resume: bool,
 ) -> (Progress, Checkpoint) {
     let mut cp = Checkpoint::default();
+    let journal = MemoryJournal::default();
     loop {
-        match advance(job, &mut cp, registry, clock, &Ungated, &|| false).await {
+        match advance(job, &mut cp, &effects(registry, clock, &Ungated, &journal)).await {
             Progress::WaitUntil(at) => {
                 assert!(at > clock.now_ms(), "a wait in the past: {at}");
                 tokio::time::sleep_until(clock.instant(at)).await;
@@ -274,10 +343,12 @@ async fn transient_errors_wait_exactly_the_policys_backoff_and_then_fail_with_th
         "retry": {"max_attempts": 3, "initial_interval": "1s", "backoff_coefficient": 2.0},
         "main_operation": {"name": "PowerControl"}});
     let (progress, cp) = drive(&job(step, 2), &registry, &clock, false).await;
-    // compute-01: calls at 0, after 100 ms + 1 s, after that + 100 ms + 2 s.
-    assert_eq!(manager.times("compute-01", "control"), [0, 1_100, 3_200]);
+    // compute-01: each attempt reads the state (100 ms), then sends; the
+    // retries come 1 s, then 2 s, after the failed send's answer.
+    assert_eq!(manager.times("compute-01", "status"), [0, 1_200, 3_400]);
+    assert_eq!(manager.times("compute-01", "control"), [100, 1_300, 3_500]);
     // compute-02 fails after its third attempt, with every attempt counted.
-    assert_eq!(manager.times("compute-02", "control"), [0, 1_100, 3_200]);
+    assert_eq!(manager.times("compute-02", "control"), [100, 1_300, 3_500]);
     let Progress::Failed(f) = progress else {
         panic!("{progress:?}")
     };
@@ -287,7 +358,8 @@ async fn transient_errors_wait_exactly_the_policys_backoff_and_then_fail_with_th
         "compute-02 failed: transient: compute-02: cannot reach http://127.0.0.1:9002: connection refused (after 3 attempts)"
     );
     assert_eq!(cp.components["compute-02"].attempts, 3);
-    assert_eq!(cp.calls, 6);
+    // Three reads and three sends each.
+    assert_eq!(cp.calls, 12);
 }
 
 #[tokio::test(start_paused = true)]
@@ -299,7 +371,7 @@ async fn a_permanent_error_is_not_retried_and_keeps_its_class() {
     let clock = TokioClock::new();
     let step = json!({"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}});
     let (progress, _) = drive(&job(step, 1), &registry, &clock, false).await;
-    assert_eq!(manager.times("compute-01", "control"), [0]);
+    assert_eq!(manager.times("compute-01", "control"), [10]);
     let Progress::Failed(f) = progress else {
         panic!("{progress:?}")
     };
@@ -321,10 +393,11 @@ async fn a_call_that_never_answers_is_cut_at_its_timeout_and_retried() {
         "main_operation": {"name": "PowerControl", "timeout": "30s"}});
     let (progress, cp) = drive(&job(step, 1), &registry, &clock, false).await;
     assert_eq!(progress, Progress::Done);
-    // Cut at 30 s, retried 1 s later (the default policy), answered.
+    // Cut at 30 s, retried 1 s later (the default policy: a power-on sent
+    // twice is harmless, and the retry reads the state first), answered.
     assert_eq!(
         manager.times("compute-01", "control"),
-        [0, 31_000],
+        [0, 31_020],
         "the hung call and its retry"
     );
     assert_eq!(
@@ -376,8 +449,9 @@ async fn max_parallel_bounds_calls_in_flight_in_virtual_time() {
     let (progress, _) = drive(&job(step, 5), &registry, &clock, false).await;
     assert_eq!(progress, Progress::Done);
     assert_eq!(manager.peak.load(Ordering::SeqCst), 2);
-    // Five one-second calls two at a time: three rounds.
-    assert_eq!(clock.elapsed_ms(), 3_000);
+    // Five components two at a time, each a one-second read and a
+    // one-second command: three rounds of two seconds.
+    assert_eq!(clock.elapsed_ms(), 6_000);
 }
 
 #[tokio::test(start_paused = true)]
@@ -519,8 +593,12 @@ async fn a_held_command_waits_in_the_checkpoint_with_its_reason_and_is_sent_when
     };
     let job = gated_job(2);
     let mut cp = Checkpoint::default();
-    let Progress::WaitUntil(at) =
-        advance(&job, &mut cp, &registry, &*clock, &gate, &|| false).await
+    let Progress::WaitUntil(at) = advance(
+        &job,
+        &mut cp,
+        &effects(&registry, &*clock, &gate, &MemoryJournal::default()),
+    )
+    .await
     else {
         panic!("not held")
     };
@@ -532,17 +610,25 @@ async fn a_held_command_waits_in_the_checkpoint_with_its_reason_and_is_sent_when
         );
         assert_eq!(cp.components[c].attempts, 0, "a hold is no attempt");
     }
-    assert_eq!(cp.calls, 0, "nothing was sent while held");
+    assert_eq!(cp.commands, 0, "nothing was sent while held");
+    assert_eq!(cp.calls, 2, "the state was read before asking");
     assert!(manager.times("compute-01", "control").is_empty());
     // Resumed from JSON, as another worker would.
     let mut cp: Checkpoint = serde_json::from_slice(&serde_json::to_vec(&cp).unwrap()).unwrap();
     tokio::time::sleep_until(clock.instant(at)).await;
-    let progress = advance(&job, &mut cp, &registry, &*clock, &gate, &|| false).await;
+    let progress = advance(
+        &job,
+        &mut cp,
+        &effects(&registry, &*clock, &gate, &MemoryJournal::default()),
+    )
+    .await;
     assert_eq!(progress, Progress::Done);
-    assert_eq!(manager.times("compute-01", "control"), [2_000]);
-    assert_eq!(manager.times("compute-02", "control"), [2_000]);
+    // Read again (10 ms), admitted, sent.
+    assert_eq!(manager.times("compute-01", "control"), [2_010]);
+    assert_eq!(manager.times("compute-02", "control"), [2_010]);
     assert!(cp.components.values().all(|c| c.held.is_none()));
-    assert_eq!(cp.calls, 2);
+    assert_eq!(cp.commands, 2);
+    assert_eq!(cp.calls, 6);
     assert_eq!(gate.asked.load(Ordering::SeqCst), 4);
 }
 
@@ -562,23 +648,34 @@ async fn a_reserved_command_goes_at_its_time_without_asking_again_and_asks_anew_
         };
         let job = gated_job(2);
         let mut cp = Checkpoint::default();
-        let Progress::WaitUntil(at) =
-            advance(&job, &mut cp, &registry, &*clock, &gate, &|| false).await
+        let Progress::WaitUntil(at) = advance(
+            &job,
+            &mut cp,
+            &effects(&registry, &*clock, &gate, &MemoryJournal::default()),
+        )
+        .await
         else {
             panic!("not held")
         };
         assert_eq!(at, gate.open_ms);
         assert_eq!(gate.asked.load(Ordering::SeqCst), 2);
-        assert_eq!(cp.calls, 0, "nothing was sent before the reservation");
+        assert_eq!(cp.commands, 0, "nothing was sent before the reservation");
         // Resumed from JSON, as another worker would: the reservation
         // travels in the checkpoint.
         let mut cp: Checkpoint = serde_json::from_slice(&serde_json::to_vec(&cp).unwrap()).unwrap();
         // Late: past the reservation's last moment (1 s after its start).
         let resume = if late { at + 1_500 } else { at };
         tokio::time::sleep_until(clock.instant(resume)).await;
-        let progress = advance(&job, &mut cp, &registry, &*clock, &gate, &|| false).await;
+        let progress = advance(
+            &job,
+            &mut cp,
+            &effects(&registry, &*clock, &gate, &MemoryJournal::default()),
+        )
+        .await;
         assert_eq!(progress, Progress::Done);
-        let sent = resume - start;
+        // On time: sent at once, unread (read when it was reserved). Late:
+        // decided anew, the state read (10 ms) first.
+        let sent = resume - start + if late { 10 } else { 0 };
         assert_eq!(manager.times("compute-01", "control"), [sent]);
         assert_eq!(manager.times("compute-02", "control"), [sent]);
         assert!(
@@ -607,7 +704,12 @@ async fn a_refused_command_fails_its_component_naming_the_reason_and_racks_in_no
         clock: Arc::clone(&clock),
     };
     let mut cp = Checkpoint::default();
-    let progress = advance(&gated_job(1), &mut cp, &registry, &*clock, &gate, &|| false).await;
+    let progress = advance(
+        &gated_job(1),
+        &mut cp,
+        &effects(&registry, &*clock, &gate, &MemoryJournal::default()),
+    )
+    .await;
     let Progress::Failed(f) = progress else {
         panic!("{progress:?}")
     };
@@ -623,7 +725,292 @@ async fn a_refused_command_fails_its_component_naming_the_reason_and_racks_in_no
     job.power_domains.clear();
     let mut cp = Checkpoint::default();
     let asked = gate.asked.load(Ordering::SeqCst);
-    let progress = advance(&job, &mut cp, &registry, &*clock, &gate, &|| false).await;
+    let progress = advance(
+        &job,
+        &mut cp,
+        &effects(&registry, &*clock, &gate, &MemoryJournal::default()),
+    )
+    .await;
     assert_eq!(progress, Progress::Done);
     assert_eq!(gate.asked.load(Ordering::SeqCst), asked);
+}
+
+/// A journal that refuses its first `refuse` writes, then keeps them all.
+#[derive(Default)]
+struct Refusing {
+    refuse: AtomicUsize,
+    kept: MemoryJournal,
+}
+
+impl Journal for Refusing {
+    fn keep<'a>(&'a self, cp: &'a Checkpoint) -> futures::future::BoxFuture<'a, bool> {
+        let left = self.refuse.load(Ordering::SeqCst);
+        if left > 0 {
+            self.refuse.store(left - 1, Ordering::SeqCst);
+            return Box::pin(async { false });
+        }
+        self.kept.keep(cp)
+    }
+}
+
+fn power_step(operation: &str, extra: serde_json::Value) -> serde_json::Value {
+    let mut step = json!({"component_type": "compute", "stage": 1,
+        "main_operation": {"name": "PowerControl", "parameters": {"operation": operation}}});
+    for (k, v) in extra.as_object().unwrap() {
+        step[k] = v.clone();
+    }
+    step
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_command_is_recorded_before_it_is_sent_and_confirmed_after() {
+    let journal = Arc::new(MemoryJournal::default());
+    let manager = Arc::new(Scripted::new(Duration::from_millis(10)).journal(&journal));
+    let registry = registry(Arc::clone(&manager));
+    let clock = TokioClock::new();
+    let job = job(power_step("power_on", json!({"max_parallel": 2})), 3);
+    let mut cp = Checkpoint::default();
+    let progress = advance(
+        &job,
+        &mut cp,
+        &effects(&registry, &clock, &Ungated, &*journal),
+    )
+    .await;
+    assert_eq!(progress, Progress::Done);
+    // Two batches (two trays, then one): each recorded, then confirmed.
+    assert_eq!(journal.writes(), 4);
+    let kept = journal.last().unwrap();
+    assert_eq!(
+        kept.components, cp.components,
+        "the last write is the confirmation"
+    );
+    for c in ["compute-01", "compute-02", "compute-03"] {
+        let record = kept.components[c].command.clone().unwrap();
+        assert_eq!(record.command, Command::Power(PowerOperation::PowerOn));
+        assert_eq!(record.delivery, Delivery::Accepted, "{c}");
+        assert_eq!(kept.results[c], "sent On");
+    }
+    assert_eq!(cp.commands, 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_command_whose_record_cannot_be_kept_is_not_sent_until_it_is() {
+    let manager = Arc::new(Scripted::new(Duration::from_millis(10)));
+    let registry = registry(Arc::clone(&manager));
+    let clock = TokioClock::new();
+    let journal = Refusing {
+        refuse: AtomicUsize::new(2),
+        ..Refusing::default()
+    };
+    let job = job(power_step("power_on", json!({})), 1);
+    let mut cp = Checkpoint::default();
+    let fx = effects(&registry, &clock, &Ungated, &journal);
+    let mut progress = advance(&job, &mut cp, &fx).await;
+    while let Progress::WaitUntil(at) = progress {
+        assert!(
+            cp.components["compute-01"].command.is_none(),
+            "an unkept record is not left behind"
+        );
+        tokio::time::sleep_until(clock.instant(at)).await;
+        progress = advance(&job, &mut cp, &fx).await;
+    }
+    assert_eq!(progress, Progress::Done);
+    // Read at 0, 1.01 s and 2.02 s; sent only once its record was kept.
+    assert_eq!(manager.times("compute-01", "status"), [0, 1_010, 2_020]);
+    assert_eq!(manager.times("compute-01", "control"), [2_030]);
+    assert_eq!(cp.commands, 1);
+}
+
+/// A checkpoint in which `compute-01`'s `command` was recorded and never
+/// confirmed: its worker stopped between the send and the confirmation.
+fn unconfirmed(op: PowerOperation) -> Checkpoint {
+    let mut cp = Checkpoint {
+        action_started_ms: Some(1_700_000_000_000),
+        ..Checkpoint::default()
+    };
+    let mut state = flow_executor::checkpoint::ComponentState::pending();
+    state.status = flow_executor::checkpoint::ComponentStatus::Active;
+    state.command = Some(flow_executor::checkpoint::CommandRecord {
+        command: Command::Power(op),
+        at_ms: 1_700_000_000_000,
+        delivery: Delivery::Unconfirmed,
+    });
+    cp.components.insert("compute-01".into(), state);
+    cp
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_that_may_have_gone_is_never_repeated_and_a_power_on_decides_again() {
+    // A restart: the step fails saying why; nothing is sent.
+    let manager = Arc::new(Scripted::new(Duration::from_millis(10)));
+    let hardware = registry(Arc::clone(&manager));
+    let clock = TokioClock::new();
+    let job_restart = job(power_step("force_restart", json!({})), 1);
+    let mut cp = unconfirmed(PowerOperation::ForceRestart);
+    let journal = MemoryJournal::default();
+    let progress = advance(
+        &job_restart,
+        &mut cp,
+        &effects(&hardware, &clock, &Ungated, &journal),
+    )
+    .await;
+    let Progress::Failed(f) = progress else {
+        panic!("{progress:?}")
+    };
+    assert!(
+        f.message
+            .contains("force_restart may have reached the device already")
+            && f.message.contains("not sent again"),
+        "{}",
+        f.message
+    );
+    assert!(manager.times("compute-01", "control").is_empty());
+    assert!(manager.times("compute-01", "status").is_empty());
+
+    // A power-on: harmless twice, so decided again from the state read.
+    // Here the first one went: the tray is on, and nothing is sent.
+    let manager = Arc::new(
+        Scripted::new(Duration::from_millis(10)).states("compute-01", vec![PowerStatus::On]),
+    );
+    let hardware = registry(Arc::clone(&manager));
+    let job_on = job(power_step("power_on", json!({})), 1);
+    let mut cp = unconfirmed(PowerOperation::PowerOn);
+    let progress = advance(
+        &job_on,
+        &mut cp,
+        &effects(&hardware, &clock, &Ungated, &journal),
+    )
+    .await;
+    assert_eq!(progress, Progress::Done);
+    assert!(manager.times("compute-01", "control").is_empty());
+    assert_eq!(cp.results["compute-01"], "already On");
+    // Here it did not: the tray is off, and the power-on is sent.
+    let manager = Arc::new(Scripted::new(Duration::from_millis(10)));
+    let hardware = registry(Arc::clone(&manager));
+    let mut cp = unconfirmed(PowerOperation::PowerOn);
+    let progress = advance(
+        &job_on,
+        &mut cp,
+        &effects(&hardware, &clock, &Ungated, &journal),
+    )
+    .await;
+    assert_eq!(progress, Progress::Done);
+    assert_eq!(manager.times("compute-01", "control").len(), 1);
+    assert_eq!(cp.results["compute-01"], "sent On");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_that_got_no_answer_fails_and_is_not_retried() {
+    let manager = Arc::new(
+        Scripted::new(Duration::from_millis(10))
+            .states("compute-01", vec![PowerStatus::On])
+            .control("compute-01", vec![Answer::Hang, Answer::Ok]),
+    );
+    let registry = registry(Arc::clone(&manager));
+    let clock = TokioClock::new();
+    let step = power_step(
+        "restart",
+        json!({"retry": {"max_attempts": 3, "initial_interval": "1s", "backoff_coefficient": 2.0}}),
+    );
+    let (progress, cp) = drive(&job(step, 1), &registry, &clock, true).await;
+    let Progress::Failed(f) = progress else {
+        panic!("{progress:?}")
+    };
+    assert!(
+        f.message.contains("no answer within")
+            && f.message.contains("restart may have been carried out"),
+        "{}",
+        f.message
+    );
+    assert_eq!(
+        manager.times("compute-01", "control").len(),
+        1,
+        "not retried"
+    );
+    // The record stays: no later delivery sends it either.
+    assert_eq!(
+        cp.components["compute-01"]
+            .command
+            .as_ref()
+            .unwrap()
+            .delivery,
+        Delivery::Unconfirmed
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_command_waits_for_its_component_to_settle_and_a_forced_power_off_never_does() {
+    use PowerStatus::{On, PoweringOff, PoweringOn};
+    // A graceful power-off of a tray in the middle of a restart (down,
+    // then up): sent once it is On again.
+    let manager = Arc::new(
+        Scripted::new(Duration::from_millis(10))
+            .states("compute-01", vec![PoweringOff, PoweringOn, On]),
+    );
+    let hardware = registry(Arc::clone(&manager));
+    let clock = TokioClock::new();
+    let job_off = job(power_step("power_off", json!({})), 1);
+    let mut cp = Checkpoint::default();
+    let journal = MemoryJournal::default();
+    let fx = effects(&hardware, &clock, &Ungated, &journal);
+    let Progress::WaitUntil(at) = advance(&job_off, &mut cp, &fx).await else {
+        panic!("not held")
+    };
+    assert_eq!(
+        cp.components["compute-01"].held.as_deref(),
+        Some("waiting for PoweringOff to end before sending power_off")
+    );
+    assert_eq!(cp.components["compute-01"].awaiting, Some(PoweringOff));
+    assert_eq!(at - clock.now_ms(), 1_000, "read again a second later");
+    let (progress, cp) = {
+        let mut progress = Progress::WaitUntil(at);
+        while let Progress::WaitUntil(at) = progress {
+            tokio::time::sleep_until(clock.instant(at)).await;
+            progress = advance(&job_off, &mut cp, &fx).await;
+        }
+        (progress, cp)
+    };
+    assert_eq!(progress, Progress::Done);
+    assert_eq!(manager.times("compute-01", "status"), [0, 1_010, 2_020]);
+    assert_eq!(manager.times("compute-01", "control"), [2_030]);
+    assert_eq!(cp.results["compute-01"], "sent On");
+    assert!(cp.components["compute-01"].held.is_none());
+
+    // A forced power-off of a tray powering on: sent at once, unread.
+    let manager =
+        Arc::new(Scripted::new(Duration::from_millis(10)).states("compute-01", vec![PoweringOn]));
+    let hardware = registry(Arc::clone(&manager));
+    let clock = TokioClock::new();
+    let step = power_step("force_power_off", json!({}));
+    let (progress, _) = drive(&job(step, 1), &hardware, &clock, false).await;
+    assert_eq!(progress, Progress::Done);
+    assert!(manager.times("compute-01", "status").is_empty());
+    assert_eq!(manager.times("compute-01", "control"), [0]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_component_that_never_settles_fails_at_the_actions_timeout_with_nothing_sent() {
+    let manager = Arc::new(
+        Scripted::new(Duration::from_millis(10))
+            .states("compute-01", vec![PowerStatus::PoweringOn]),
+    );
+    let registry = registry(Arc::clone(&manager));
+    let clock = TokioClock::new();
+    let step = json!({"component_type": "compute", "stage": 1,
+        "main_operation": {"name": "PowerControl", "timeout": "3s",
+                           "parameters": {"operation": "restart"}}});
+    let (progress, _) = drive(&job(step, 1), &registry, &clock, true).await;
+    let Progress::Failed(f) = progress else {
+        panic!("{progress:?}")
+    };
+    assert_eq!(
+        f.message,
+        "compute-01 failed: still PoweringOn after 3s: restart not sent (it waits for a steady state)"
+    );
+    assert!(manager.times("compute-01", "control").is_empty());
+    assert!(
+        (3_000..=3_100).contains(&clock.elapsed_ms()),
+        "{}",
+        clock.elapsed_ms()
+    );
 }

@@ -78,9 +78,21 @@ pub enum HardwareError {
         /// What is wrong.
         message: String,
     },
-    /// The BMC or service could not be reached (connect error, reset, timeout).
+    /// The BMC or service could not be reached: the connection was not
+    /// made, so the request never left.
     #[error("{component}: cannot reach {url}: {detail}")]
     Unreachable {
+        /// Component name.
+        component: String,
+        /// The URL tried (no credentials in it).
+        url: String,
+        /// What the transport said.
+        detail: String,
+    },
+    /// The request went out and no answer came (a timeout, a connection
+    /// dropped mid-exchange): the device may have carried it out.
+    #[error("{component}: no answer from {url}: {detail}")]
+    NoAnswer {
         /// Component name.
         component: String,
         /// The URL tried (no credentials in it).
@@ -138,7 +150,9 @@ impl HardwareError {
     /// Its class.
     pub fn class(&self) -> ErrorClass {
         match self {
-            HardwareError::Unreachable { .. } => ErrorClass::Transient,
+            HardwareError::Unreachable { .. } | HardwareError::NoAnswer { .. } => {
+                ErrorClass::Transient
+            }
             HardwareError::Http { status, .. } => classify_status(*status),
             HardwareError::Unsupported { .. } | HardwareError::NoManager { .. } => {
                 ErrorClass::Unsupported
@@ -155,6 +169,14 @@ impl HardwareError {
     /// True when a retry can help.
     pub fn is_transient(&self) -> bool {
         self.class() == ErrorClass::Transient
+    }
+
+    /// Whether a request that ended in this error may still have been
+    /// carried out: it left and no answer came. Every other error either
+    /// never left (no connection, no credential) or was answered (an HTTP
+    /// error is the device saying it did not do it).
+    pub fn may_have_arrived(&self) -> bool {
+        matches!(self, HardwareError::NoAnswer { .. })
     }
 }
 

@@ -7,6 +7,10 @@
 //! retries by type, never by text. [`catalog`] says what an installation's
 //! managers declare, and checks a rule against it at submission.
 //!
+//! Whether a power command is sent is decided from the state read just
+//! before it ([`command`]): a transition is never taken for its end state,
+//! and a forced power-off is never held back.
+//!
 //! A manager may also offer a [`ChangeSignal`] per component (Redfish
 //! events): a hint that lets a waiting verification poll before its
 //! interval is up; polling stays the bound.
@@ -17,6 +21,7 @@
 pub mod capability;
 pub mod catalog;
 mod change;
+pub mod command;
 mod error;
 pub mod manager;
 pub mod registry;
@@ -26,6 +31,6 @@ pub use change::{ChangeFeed, ChangeSignal, Signalled};
 pub use error::{ErrorClass, HardwareError, classify_status};
 pub use manager::{
     ComponentManager, ComponentTarget, DecommissionState, FirmwareJob, FirmwareRequest,
-    FirmwareStart, FirmwareState, FirmwareStatus, ManagerDescriptor, PowerOutcome, PowerStatus,
+    FirmwareStart, FirmwareState, FirmwareStatus, ManagerDescriptor, PowerSent, PowerStatus,
 };
 pub use registry::ManagerRegistry;

@@ -1,6 +1,9 @@
 //! The component-manager contract: what a manager declares and the calls a
-//! worker makes. Every call is idempotent where the hardware allows it —
-//! asking for a state the component already has succeeds without a command.
+//! worker makes. A manager carries out what it is asked: whether a command
+//! is sent at all is decided above it, from the state read just before
+//! (`shared/hardware/src/command.rs`) and from the step's own record of what
+//! it sent (`shared/executor/src/command.rs`), never from a guess at the
+//! hardware.
 
 use std::collections::BTreeMap;
 
@@ -44,31 +47,61 @@ impl ManagerDescriptor {
 
 pub use flow_protocol::jobs::ComponentTarget;
 
-/// Power state as Flow sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+/// Power state as Flow reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum PowerStatus {
-    /// Powered on.
+    /// Powered on (steady).
     On,
-    /// Powered off.
+    /// Powered off (steady).
     Off,
-    /// In transition or not reported.
+    /// On its way to `On` (or through a restart).
+    PoweringOn,
+    /// On its way to `Off` (or through a restart).
+    PoweringOff,
+    /// Not reported, or a state Flow does not act on (`Paused`, …).
     Unknown,
 }
 
-/// What a power call did.
+impl PowerStatus {
+    /// The Redfish spelling (`Unknown` for what is not reported).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PowerStatus::On => "On",
+            PowerStatus::Off => "Off",
+            PowerStatus::PoweringOn => "PoweringOn",
+            PowerStatus::PoweringOff => "PoweringOff",
+            PowerStatus::Unknown => "Unknown",
+        }
+    }
+
+    /// The state a Redfish `PowerState` value names.
+    pub fn from_redfish(value: Option<&str>) -> Self {
+        match value {
+            Some("On") => PowerStatus::On,
+            Some("Off") => PowerStatus::Off,
+            Some("PoweringOn") => PowerStatus::PoweringOn,
+            Some("PoweringOff") => PowerStatus::PoweringOff,
+            _ => PowerStatus::Unknown,
+        }
+    }
+
+    /// Whether it is moving (`PoweringOn` or `PoweringOff`).
+    pub fn is_transition(self) -> bool {
+        matches!(self, PowerStatus::PoweringOn | PowerStatus::PoweringOff)
+    }
+}
+
+impl std::fmt::Display for PowerStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A power command the device accepted.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum PowerOutcome {
-    /// A command was sent (the Redfish `ResetType`).
-    Issued {
-        /// The `ResetType` sent.
-        reset_type: String,
-    },
-    /// The component already had (or was moving to) the requested state; no
-    /// command was sent.
-    AlreadyInState {
-        /// The state it reported.
-        state: String,
-    },
+pub struct PowerSent {
+    /// What was sent (the Redfish `ResetType`).
+    pub reset_type: String,
 }
 
 /// A firmware update request.
@@ -179,12 +212,14 @@ pub trait ComponentManager: Send + Sync {
     /// Who it is and what it can do.
     fn descriptor(&self) -> &ManagerDescriptor;
 
-    /// Issues a power operation (or nothing, when already in that state).
+    /// Sends a power operation's command now, whatever the state (the
+    /// caller decided to send it: `shared/hardware/src/command.rs`); `Ok`
+    /// only when the device accepted it.
     async fn power_control(
         &self,
         target: &ComponentTarget,
         operation: PowerOperation,
-    ) -> Result<PowerOutcome, HardwareError> {
+    ) -> Result<PowerSent, HardwareError> {
         let _ = (target, operation);
         Err(self.unsupported(Capability::PowerControl))
     }
@@ -203,6 +238,20 @@ pub trait ComponentManager: Send + Sync {
     ) -> Result<FirmwareStart, HardwareError> {
         let _ = (target, request);
         Err(self.unsupported(Capability::FirmwareControl))
+    }
+
+    /// The update of `request` the device is running now, if it keeps a
+    /// record that shows one (a Redfish task whose payload names the image
+    /// and the targets): how a step whose update request may have been sent
+    /// by an earlier delivery finds it instead of asking twice. `None` (the
+    /// default) when there is none or the manager cannot tell.
+    async fn firmware_in_progress(
+        &self,
+        target: &ComponentTarget,
+        request: &FirmwareRequest,
+    ) -> Result<Option<FirmwareJob>, HardwareError> {
+        let _ = (target, request);
+        Ok(None)
     }
 
     /// Reads update progress (with a job) or just the installed versions.

@@ -51,15 +51,16 @@ async fn versions(session: &Session<'_>) -> Result<BTreeMap<String, String>, Har
         .collect())
 }
 
-/// Starts an update, or reports the version already installed.
-pub async fn start(
+/// The inventory members a request updates: those it names, its
+/// sub-targets' members, or the kind's main firmware.
+fn members(
     session: &Session<'_>,
     kind: Kind,
     request: &FirmwareRequest,
-) -> Result<FirmwareStart, HardwareError> {
+) -> Result<Vec<String>, HardwareError> {
     let target = session.target;
-    let targets: Vec<String> = if !request.targets.is_empty() {
-        request.targets.clone()
+    if !request.targets.is_empty() {
+        Ok(request.targets.clone())
     } else if !request.sub_targets.is_empty() {
         request
             .sub_targets
@@ -72,10 +73,75 @@ pub async fn start(
                         message: format!("has no {s} firmware to update"),
                     })
             })
-            .collect::<Result<_, _>>()?
+            .collect()
     } else {
-        vec![kind.primary_firmware().to_owned()]
-    };
+        Ok(vec![kind.primary_firmware().to_owned()])
+    }
+}
+
+/// Task states of an update still under way.
+const UNDER_WAY: &[&str] = &[
+    "New",
+    "Starting",
+    "Running",
+    "Pending",
+    "Suspended",
+    "Interrupted",
+    "Service",
+    "Stopping",
+];
+
+/// The update of `request` the BMC runs now: a task under way whose
+/// payload asked for the same image on the same members. Redfish keeps the
+/// request a task came from (`Payload.JsonBody`); a BMC that keeps none
+/// shows nothing here.
+pub async fn in_progress(
+    session: &Session<'_>,
+    kind: Kind,
+    request: &FirmwareRequest,
+) -> Result<Option<FirmwareJob>, HardwareError> {
+    let targets = members(session, kind, request)?;
+    let uris: Vec<String> = targets.iter().map(|t| format!("{INVENTORY}/{t}")).collect();
+    let tasks = session
+        .get_json("/redfish/v1/TaskService/Tasks", "list the update tasks")
+        .await?;
+    for id in crate::discover::member_ids(&tasks) {
+        let task = session.get_json(&id, "read an update task").await?;
+        let state = task["TaskState"].as_str().unwrap_or_default();
+        if !UNDER_WAY.contains(&state) {
+            continue;
+        }
+        let Some(body) = task["Payload"]["JsonBody"]
+            .as_str()
+            .and_then(|b| serde_json::from_str::<Value>(b).ok())
+        else {
+            continue;
+        };
+        let mut asked = crate::discover::strings(&body["Targets"]);
+        asked.sort();
+        let mut wanted = uris.clone();
+        wanted.sort();
+        if body["ImageURI"].as_str() == Some(request.image_uri.as_str()) && asked == wanted {
+            tracing::info!(task = %id, image = %request.image_uri, "found the update under way");
+            return Ok(Some(FirmwareJob {
+                task: id,
+                targets,
+                expected_version: request.version.clone(),
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// Starts an update, or reports the version already installed (the
+/// inventory's steady record, read just before).
+pub async fn start(
+    session: &Session<'_>,
+    kind: Kind,
+    request: &FirmwareRequest,
+) -> Result<FirmwareStart, HardwareError> {
+    let target = session.target;
+    let targets = members(session, kind, request)?;
     let installed = versions(session).await?;
     for t in &targets {
         if !installed.contains_key(t) {

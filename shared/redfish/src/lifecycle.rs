@@ -77,14 +77,24 @@ impl LifecycleClient {
             })?;
             request = request.basic_auth(&cred.user, Some(cred.password.expose()));
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| HardwareError::Unreachable {
-                component: target.name.clone(),
-                url: url.to_owned(),
-                detail: e.to_string(),
-            })?;
+        let response = request.send().await.map_err(|e| {
+            let (component, url, detail) = (target.name.clone(), url.to_owned(), e.to_string());
+            if e.is_connect() {
+                HardwareError::Unreachable {
+                    component,
+                    url,
+                    detail,
+                }
+            } else {
+                // Sent, unanswered: the API is idempotent, so the
+                // repeat a retry makes is harmless.
+                HardwareError::NoAnswer {
+                    component,
+                    url,
+                    detail,
+                }
+            }
+        })?;
         let status = response.status().as_u16();
         let text = response.text().await.unwrap_or_default();
         if !(200..300).contains(&status) {

@@ -15,7 +15,7 @@ use serde_json::Value;
 use flow_hardware::catalog::{self, MANAGED_TYPES};
 use flow_hardware::{
     Capability, ComponentManager, ComponentTarget, DecommissionState, FirmwareJob, FirmwareRequest,
-    FirmwareStart, FirmwareStatus, HardwareError, ManagerDescriptor, ManagerRegistry, PowerOutcome,
+    FirmwareStart, FirmwareStatus, HardwareError, ManagerDescriptor, ManagerRegistry, PowerSent,
     PowerStatus,
 };
 
@@ -233,7 +233,7 @@ impl ComponentManager for RedfishManager {
         &self,
         target: &ComponentTarget,
         operation: PowerOperation,
-    ) -> Result<PowerOutcome, HardwareError> {
+    ) -> Result<PowerSent, HardwareError> {
         let session = self.session(target).await?;
         power::control(&session, self.kind, operation).await
     }
@@ -259,6 +259,16 @@ impl ComponentManager for RedfishManager {
             }
             other => other,
         }
+    }
+
+    #[tracing::instrument(skip_all, fields(component = %target.name, rack = %target.rack))]
+    async fn firmware_in_progress(
+        &self,
+        target: &ComponentTarget,
+        request: &FirmwareRequest,
+    ) -> Result<Option<FirmwareJob>, HardwareError> {
+        let session = self.session(target).await?;
+        firmware::in_progress(&session, self.kind, request).await
     }
 
     #[tracing::instrument(skip_all, fields(component = %target.name, rack = %target.rack))]
@@ -359,8 +369,17 @@ pub(crate) fn transport_error(
                     url,
                     detail,
                 }
-            } else {
+            } else if e.is_connect() || e.is_builder() {
+                // The request never left.
                 HardwareError::Unreachable {
+                    component: target.name.clone(),
+                    url,
+                    detail,
+                }
+            } else {
+                // It left: a timeout or a connection dropped before the
+                // answer. The BMC may have carried it out.
+                HardwareError::NoAnswer {
                     component: target.name.clone(),
                     url,
                     detail,

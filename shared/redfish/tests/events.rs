@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use flow_hardware::{
     ChangeSignal, ComponentManager, ComponentTarget, FirmwareRequest, FirmwareStart,
-    ManagerRegistry, PowerOutcome, Signalled,
+    ManagerRegistry, PowerSent, Signalled,
 };
 use flow_rack_sim::{InitialPower, SimConfig};
 use flow_redfish::{CredentialStore, RedfishSettings};
@@ -119,7 +119,7 @@ async fn a_power_change_and_a_task_end_are_signalled_and_a_dropped_stream_falls_
 
     // A power change: the signal fires (the stream announced it).
     match m.power_control(&t, PowerOperation::PowerOff).await {
-        Ok(PowerOutcome::Issued { .. }) => {}
+        Ok(PowerSent { .. }) => {}
         other => panic!("power off: {other:?}"),
     }
     let fired = tokio::time::timeout(WAIT, signal.changed()).await;

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use flow_hardware::{
     ComponentManager, ComponentTarget, FirmwareRequest, FirmwareStart, FirmwareState,
-    ManagerRegistry, PowerOutcome, PowerStatus,
+    ManagerRegistry, PowerSent, PowerStatus,
 };
 use flow_rack_sim::{InitialPower, ProfileChoice, ProfileScope, SimConfig, VendorProfile};
 use flow_redfish::{CredentialStore, RedfishSettings};
@@ -106,7 +106,7 @@ impl Env {
     async fn command(&self, name: &str, op: P, reset: &str, end: PowerStatus) {
         let (m, t) = self.manager(name);
         match m.power_control(t, op).await {
-            Ok(PowerOutcome::Issued { reset_type }) => {
+            Ok(PowerSent { reset_type }) => {
                 assert_eq!(reset_type, reset, "{name} {op:?}")
             }
             other => panic!("{name} {op:?}: expected {reset} issued, got {other:?}"),

@@ -169,14 +169,18 @@ impl PowerMachine {
         self.plan.clear();
     }
 
-    /// Checks the state rules: no reset during a transition, no `On` while
-    /// on, no off or restart while off (`PowerCycle` while off turns on).
+    /// Checks the state rules: no reset during a transition but `ForceOff`
+    /// (a BMC cuts the power whatever the host is doing), no `On` while on,
+    /// no off or restart while off (`PowerCycle` while off turns on).
     ///
     /// # Errors
     ///
     /// [`ResetRefused`] saying why.
     pub fn check(&self, reset: ResetType) -> Result<(), ResetRefused> {
         if self.in_transition() {
+            if reset == ResetType::ForceOff {
+                return Ok(());
+            }
             return Err(ResetRefused::InTransition(self.state));
         }
         match (reset, self.state) {
@@ -195,6 +199,11 @@ impl PowerMachine {
     /// Starts `reset` at `now` with the (already scaled) timings. Does not
     /// check the state rules: call [`PowerMachine::check`] first.
     pub fn start(&mut self, reset: ResetType, domain: PowerDomain, now: Instant, t: &Timings) {
+        if reset == ResetType::ForceOff && self.state == PowerState::Off {
+            // Off already, on its way back (a power cycle): it stays off.
+            self.force(PowerState::Off);
+            return;
+        }
         let (first, steps) = plan(reset, domain, t);
         self.state = first;
         self.plan.clear();
@@ -275,6 +284,38 @@ mod tests {
             busy.check(ResetType::On),
             Err(ResetRefused::InTransition(PowerState::Off))
         );
+    }
+
+    #[test]
+    fn a_forced_power_off_cuts_any_transition_short() {
+        use PowerState::*;
+        let t = Timings::default();
+        let now = Instant::now();
+        // A restart on its way down, then up: ForceOff is taken at once and
+        // the restart's way back on is dropped.
+        for step in [0, 1] {
+            let mut m = PowerMachine::new(On);
+            m.start(ResetType::GracefulRestart, PowerDomain::Host, now, &t);
+            for _ in 0..step {
+                m.take_step();
+            }
+            assert!(m.in_transition());
+            assert_eq!(
+                m.check(ResetType::GracefulShutdown),
+                Err(ResetRefused::InTransition(m.state()))
+            );
+            assert_eq!(m.check(ResetType::ForceOff), Ok(()));
+            m.start(ResetType::ForceOff, PowerDomain::Host, now, &t);
+            assert_eq!(run_to_end(&mut m), vec![PoweringOff, Off]);
+        }
+        // A power cycle in its off part: it stays off.
+        let mut m = PowerMachine::new(On);
+        m.start(ResetType::PowerCycle, PowerDomain::Host, now, &t);
+        assert_eq!(m.state(), Off);
+        assert_eq!(m.check(ResetType::ForceOff), Ok(()));
+        m.start(ResetType::ForceOff, PowerDomain::Host, now, &t);
+        assert!(!m.in_transition());
+        assert_eq!(m.state(), Off);
     }
 
     #[test]
