@@ -684,10 +684,14 @@ pub enum TaskCommand {
         #[arg(long, default_value_t = 50)]
         limit: u32,
     },
-    /// One task: rule snapshot, steps and every component's outcome.
+    /// One task: its steps and every component's outcome (the rule it ran
+    /// with --rule, or in --json).
     Show {
         /// Task ID.
         id: String,
+        /// Print the snapshot of the rule the task runs, too.
+        #[arg(long)]
+        rule: bool,
     },
     /// Follow a task with live progress until it finishes.
     Watch {

@@ -18,6 +18,7 @@ mod schedule;
 mod status;
 mod summary;
 mod task;
+mod timeline;
 mod watch;
 
 use std::process::ExitCode;

@@ -387,7 +387,7 @@ pub async fn task(settings: &Settings, out: Output, command: &TaskCommand) -> Ou
                 }
                 Ok(true)
             }
-            TaskCommand::Show { id } => {
+            TaskCommand::Show { id, rule } => {
                 let task = client
                     .call::<endpoint::TaskGet>(&TaskById { id: task_id(id)? })
                     .await?;
@@ -397,7 +397,7 @@ pub async fn task(settings: &Settings, out: Output, command: &TaskCommand) -> Ou
                         serde_json::to_string_pretty(&task).unwrap_or_default()
                     );
                 } else {
-                    print_task(&task, true);
+                    print_task(&task, *rule);
                 }
                 Ok(task.status == TaskStatus::Completed)
             }
@@ -505,7 +505,9 @@ fn action_line(a: &flow_protocol::jobs::ActionCalls, step_start: Option<u64>) ->
     )
 }
 
-fn print_task(task: &TaskRecord, full: bool) {
+/// A task for people: its record, its steps and each component's calls;
+/// the rule snapshot only when asked (`with_rule`).
+fn print_task(task: &TaskRecord, with_rule: bool) {
     outln!("Task:      {}", task.id);
     outln!("Rack:      {}", task.rack);
     if !task.description.is_empty() {
@@ -546,28 +548,26 @@ fn print_task(task: &TaskRecord, full: bool) {
     }
     for s in &task.steps {
         outln!("{}", step_line(s));
-        if full {
-            let step_start = s
-                .started_at
-                .map(|t| u64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0));
-            for (name, c) in &s.results {
-                let error = c
-                    .error
-                    .as_deref()
-                    .map(|e| format!(" ({e})"))
-                    .unwrap_or_default();
-                outln!(
-                    "      {name:<16} {:<8} {}{error}",
-                    c.status.as_str(),
-                    c.result
-                );
-                for a in &c.actions {
-                    outln!("        {}", action_line(a, step_start));
-                }
+        let step_start = s
+            .started_at
+            .map(|t| u64::try_from(t.unix_timestamp_nanos() / 1_000_000).unwrap_or(0));
+        for (name, c) in &s.results {
+            let error = c
+                .error
+                .as_deref()
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default();
+            outln!(
+                "      {name:<16} {:<8} {}{error}",
+                c.status.as_str(),
+                c.result
+            );
+            for a in &c.actions {
+                outln!("        {}", action_line(a, step_start));
             }
         }
     }
-    if full {
+    if with_rule {
         outln!("Rule snapshot:");
         outln!(
             "{}",

@@ -11,8 +11,15 @@ use flow_protocol::{StepStatus, TaskId, TaskStatus};
 
 use crate::out::outln;
 use crate::remote::Output;
-use crate::task::{counts, step_line};
+use crate::task::counts;
+use crate::timeline::Timeline;
 use flow_client::{Client, ClientError};
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
 
 /// How often `--wait` and `task watch` read the task.
 const WATCH_EVERY: Duration = Duration::from_millis(500);
@@ -20,7 +27,7 @@ const WATCH_EVERY: Duration = Duration::from_millis(500);
 /// How `watch` shows progress: bars on a terminal, one line per change
 /// otherwise (logs, CI, pipes).
 enum View {
-    Lines(BTreeMap<String, String>),
+    Lines(Timeline),
     Bars(
         indicatif::MultiProgress,
         BTreeMap<String, indicatif::ProgressBar>,
@@ -33,28 +40,15 @@ impl View {
         if std::io::stdout().is_terminal() {
             View::Bars(indicatif::MultiProgress::new(), BTreeMap::new())
         } else {
-            View::Lines(BTreeMap::new())
+            View::Lines(Timeline::new(now_ms()))
         }
     }
 
-    /// Shows a step's state: `key` identifies the step, `line` is the text
-    /// form, `done`/`total` the components, `message` what it is doing.
-    fn step(
-        &mut self,
-        started: Instant,
-        key: String,
-        line: String,
-        done: u64,
-        total: u64,
-        message: String,
-    ) {
+    /// Shows a step's state as a bar: `key` identifies the step,
+    /// `done`/`total` the components, `message` what it is doing.
+    fn bar(&mut self, key: String, done: u64, total: u64, message: String) {
         match self {
-            View::Lines(last) => {
-                if last.get(&key) != Some(&line) {
-                    outln!("[{:>6.1}s]{line}", started.elapsed().as_secs_f64());
-                    last.insert(key, line);
-                }
-            }
+            View::Lines(_) => {}
             View::Bars(multi, bars) => {
                 let bar = bars.entry(key.clone()).or_insert_with(|| {
                     let bar = multi.add(indicatif::ProgressBar::new(total));
@@ -115,8 +109,6 @@ pub(crate) async fn watch(client: &Client, out: Output, id: TaskId) -> Result<bo
                             if action == "done" && matches!(view, View::Lines(_)) {
                                 continue;
                             }
-                            let step_key = format!("stage {stage}/{component_type}");
-                            let key = if matches!(view, View::Lines(_)) { format!("progress/{step_key}") } else { step_key };
                             let line = format!(
                                 "  stage {stage} {:<10} {action:<40} {done}/{total} done{}",
                                 component_type.as_str(),
@@ -127,7 +119,10 @@ pub(crate) async fn watch(client: &Client, out: Output, id: TaskId) -> Result<bo
                                 Some(why) if held > 0 => format!("{line}; {held} held: {why}"),
                                 _ => line,
                             };
-                            view.step(started, key, line, done as u64, total as u64, action);
+                            match &mut view {
+                                View::Lines(timeline) => timeline.progress(event.at_ms, stage, component_type.as_str(), line),
+                                View::Bars(..) => view.bar(format!("stage {stage}/{component_type}"), done as u64, total as u64, action),
+                            }
                         }
                     }
                     _ = &mut deadline => break,
@@ -136,24 +131,32 @@ pub(crate) async fn watch(client: &Client, out: Output, id: TaskId) -> Result<bo
         }
         let task = client.call::<endpoint::TaskGet>(&TaskById { id }).await?;
         if !out.json {
-            for s in &task.steps {
-                let key = format!("stage {}/{}", s.stage, s.component_type);
-                let (done, _) = counts(s);
-                // Bars take their counts from the workers' live events while running.
-                if let View::Bars(_, bars) = &view
-                    && s.status == StepStatus::Running
-                    && bars.contains_key(&key)
-                {
-                    continue;
+            match &mut view {
+                View::Lines(timeline) => {
+                    for line in timeline.record(&task, now_ms()) {
+                        outln!("{line}");
+                    }
                 }
-                view.step(
-                    started,
-                    key,
-                    step_line(s),
-                    done as u64,
-                    u64::from(s.components),
-                    s.status.as_str().to_owned(),
-                );
+                View::Bars(..) => {
+                    for s in &task.steps {
+                        let key = format!("stage {}/{}", s.stage, s.component_type);
+                        let (done, _) = counts(s);
+                        // Bars take their counts from the workers' live
+                        // events while running.
+                        if let View::Bars(_, bars) = &view
+                            && s.status == StepStatus::Running
+                            && bars.contains_key(&key)
+                        {
+                            continue;
+                        }
+                        view.bar(
+                            key,
+                            done as u64,
+                            u64::from(s.components),
+                            s.status.as_str().to_owned(),
+                        );
+                    }
+                }
             }
         }
         if task.status.is_final() {

@@ -82,7 +82,11 @@ async fn bad_values_are_400_and_impossible_resets_409() {
     // which cuts it short (a BMC cuts the power whatever the host does).
     for value in ["On", "GracefulShutdown", "GracefulRestart", "ForceRestart"] {
         let (status, error) = post(&http, &base, SYSTEM_RESET, json!({"ResetType": value})).await;
-        assert_eq!(status, StatusCode::CONFLICT, "{value} mid-transition: {error}");
+        assert_eq!(
+            status,
+            StatusCode::CONFLICT,
+            "{value} mid-transition: {error}"
+        );
     }
     let (status, error) = post(&http, &base, SYSTEM_RESET, json!({"ResetType": "ForceOff"})).await;
     assert_eq!(status, StatusCode::NO_CONTENT, "{error}");

@@ -445,3 +445,113 @@ async fn two_leaking_trays_power_the_whole_rack_off_and_lock_it() {
     assert!(message.contains("locked by hardware event"), "{found}");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_leak_during_a_restart_cuts_the_trays_power_within_10_s_and_it_stays_off() {
+    // Half of real time: a graceful restart is 5 s down, then 2.5 s up.
+    let mut env = Stack::builder()
+        .simulator(SimConfig {
+            time_scale: 0.5,
+            initial_power: InitialPower::On,
+            compute: 4,
+            nvswitch: 2,
+            powershelf: 2,
+            ..SimConfig::default()
+        })
+        .workers(1)
+        .start()
+        .await;
+    env.start_watcher(WatchConfig {
+        poll_every: Duration::from_millis(200),
+        inventory_every: Duration::from_millis(500),
+        ..WatchConfig::default()
+    });
+    env.ok(
+        "rule.create",
+        json!({"name": "restart, verified", "operation_type": "power_control", "operation": "restart",
+               "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"},
+             "post_operation": [{"name": "VerifyPowerStatus", "timeout": "2m", "poll_interval": "5s",
+                                 "parameters": {"expected_status": "on"}}]}]}}),
+    )
+    .await;
+    let outcome = submit(
+        &env,
+        json!({"racks": ["rack-01"], "operation": "restart", "component_types": ["compute"]}),
+    )
+    .await;
+    let restart = outcome["task_id"].as_str().expect("created").to_owned();
+    let restarted = flow_tests::eventually(WAIT, Duration::from_millis(20), || async {
+        (env.sim()
+            .state()
+            .component("rack-01", "compute-03")
+            .unwrap()
+            .command_count(CommandKind::Reset)
+            > 0)
+        .then(Instant::now)
+    })
+    .await
+    .expect("the restart reached compute-03");
+    // 0.3 s into the restart, a leak on compute-03.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(power(&env, "compute-03"), PowerState::PoweringOff);
+    let raised = Instant::now();
+    raise(&env, "compute-03", "leak").await;
+    let cut = flow_tests::eventually(CUT_WITHIN, Duration::from_millis(20), || async {
+        let log = env.sim().state();
+        let tray = log.component("rack-01", "compute-03").unwrap();
+        tray.commands
+            .iter()
+            .any(|c| c.value == "ForceOff")
+            .then(|| raised.elapsed())
+    })
+    .await
+    .unwrap_or_else(|e| panic!("no ForceOff at compute-03 {CUT_WITHIN:?} after the leak: {e}"));
+    eprintln!("leak raised → ForceOff at compute-03: {cut:?}");
+    // Past the restart's own end (7.5 s after it began), the leaking tray
+    // and the ones below it stay off.
+    flow_tests::eventually(WAIT, Duration::from_millis(20), || async {
+        (power(&env, "compute-03") == PowerState::Off).then_some(())
+    })
+    .await
+    .expect("compute-03 off");
+    while restarted.elapsed() < Duration::from_secs(9) {
+        for tray in ["compute-03", "compute-02", "compute-01"] {
+            let p = power(&env, tray);
+            assert!(
+                matches!(p, PowerState::Off | PowerState::PoweringOff),
+                "{tray} {p:?} after the leak"
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for tray in ["compute-03", "compute-02", "compute-01"] {
+        assert_eq!(power(&env, tray), PowerState::Off, "{tray}");
+        let log: Vec<String> = env
+            .sim()
+            .state()
+            .component("rack-01", tray)
+            .unwrap()
+            .commands
+            .iter()
+            .map(|c| c.value.clone())
+            .collect();
+        assert_eq!(log, ["GracefulRestart", "ForceOff"], "{tray}");
+    }
+    // The leak's task recorded what it sent, and the restart was cancelled.
+    let events = env.ok("event.list", json!({"rack": "rack-01"})).await["events"].clone();
+    let event = settled(&env, &events[0]["id"]).await;
+    let affected = execution(&event, "force_power_off_affected");
+    let off = env
+        .finish(affected["tasks"][0].as_str().expect("a task"))
+        .await;
+    assert_eq!(off["status"], "completed", "{off:#}");
+    let record = &off["steps"][0]["results"]["compute-03"];
+    assert_eq!(
+        record["actions"][0]["attempts"], 1,
+        "sent at once, unread: {record:#}"
+    );
+    let task = env.task(&restart).await;
+    assert_eq!(task["status"], "terminated", "{task:#}");
+    env.stop().await;
+}

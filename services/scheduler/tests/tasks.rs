@@ -31,10 +31,19 @@ impl Env {
     }
 
     async fn with_ack_wait(initial_power: InitialPower, ack_wait: Duration) -> Env {
+        Self::with(initial_power, ack_wait, 0.01).await
+    }
+
+    /// The rack's physics at `time_scale` of real time.
+    async fn scaled(initial_power: InitialPower, time_scale: f64) -> Env {
+        Self::with(initial_power, flow_scheduler::JOB_ACK_WAIT, time_scale).await
+    }
+
+    async fn with(initial_power: InitialPower, ack_wait: Duration, time_scale: f64) -> Env {
         Env(Stack::builder()
             .job_ack_wait(ack_wait)
             .simulator(SimConfig {
-                time_scale: 0.01,
+                time_scale,
                 initial_power,
                 compute: 4,
                 nvswitch: 2,
@@ -64,6 +73,19 @@ impl Env {
                     c["commands"].as_array().map_or(0, Vec::len),
                 )
             })
+            .collect()
+    }
+
+    /// The values of the commands the simulator accepted from `component`
+    /// (the `ResetType`s), in order.
+    fn command_values(&self, component: &str) -> Vec<String> {
+        self.sim()
+            .state()
+            .component("rack-01", component)
+            .unwrap_or_else(|| panic!("no {component}"))
+            .commands
+            .iter()
+            .map(|c| c.value.clone())
             .collect()
     }
 
@@ -530,7 +552,7 @@ fn cancel_marks_only() -> Vec<String> {
 }
 
 /// Makes the simulator's compute trays accept power commands and stay on,
-/// so a repeated step sends its command again (not "already in state").
+/// so a repeated step would send its command again (its state reads On).
 async fn trays_stay_on(env: &Env) {
     env.fault(json!({"target": "rack-01/compute-*", "kind": {"stuck_power": {"state": "On"}}}))
         .await;
@@ -562,37 +584,45 @@ fn assert_trays_commanded_once(env: &Env) {
     }
 }
 
-/// How long the checkpoint store (and the results stream) refuse writes in
+/// How long the checkpoint store (or the results stream) refuse writes in
 /// the tests below: longer than the waits and retry delays that would
 /// otherwise hand a job back.
 const WRITES_REFUSED: Duration = Duration::from_secs(5);
 
-/// Runs a power-off whose one compute step is `step` while writes to the
-/// checkpoint bucket (and to FLOW_RESULTS if `results_too`) are refused for
-/// [`WRITES_REFUSED`] from before the job starts, on trays that accept the
-/// command and stay on; then checks the task completed with every tray
-/// commanded exactly once.
-async fn power_off_with_writes_refused(step: Value, results_too: bool) {
-    let env = Env::new(InitialPower::On).await;
+/// A power-off rule whose one compute step is `step`, on trays that accept
+/// the command and stay on.
+async fn refused_rule(env: &Env, step: Value) {
     env.ok(
         "rule.create",
         json!({"name": "refused", "operation_type": "power_control", "operation": "power_off",
                "is_default": true, "definition": {"steps": [step]}}),
     )
     .await;
-    trays_stay_on(&env).await;
+    trays_stay_on(env).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_command_whose_record_cannot_be_saved_is_not_sent_until_it_is() {
+    // The step's checkpoint cannot be written from before its job starts:
+    // a command sent then could not be known to have been sent, so none
+    // is; once writes return, each tray is commanded once.
+    let env = Env::new(InitialPower::On).await;
+    refused_rule(
+        &env,
+        json!({"component_type": "compute", "stage": 1,
+               "main_operation": {"name": "PowerControl"},
+               "post_operation": [{"name": "Sleep", "parameters": {"duration": "3s"}}]}),
+    )
+    .await;
     let kv = set_subjects(&env.client, &job_state_stream(), &cancel_marks_only()).await;
-    let results = if results_too {
-        let refused = ["flow.refused.results".to_owned()];
-        Some(set_subjects(&env.client, flow_protocol::jobs::STREAM_RESULTS, &refused).await)
-    } else {
-        None
-    };
     let task = env.submit_task("req-refused", "power_off", json!({})).await;
-    until_trays_commanded(&env).await;
-    tokio::time::sleep(WRITES_REFUSED).await;
-    if let Some(results) = results {
-        set_subjects(&env.client, flow_protocol::jobs::STREAM_RESULTS, &results).await;
+    env.until_first_step_runs(&task).await;
+    // Held for as long as writes are refused: no tray is commanded.
+    let refused_until = Instant::now() + WRITES_REFUSED;
+    while Instant::now() < refused_until {
+        let sent: usize = env.commands().iter().map(|(_, n)| n).sum();
+        assert_eq!(sent, 0, "a command went unrecorded: {:?}", env.commands());
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     set_subjects(&env.client, &job_state_stream(), &kv).await;
     let t = env.finish(&task).await;
@@ -602,28 +632,26 @@ async fn power_off_with_writes_refused(step: Value, results_too: bool) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_checkpoint_that_cannot_be_saved_does_not_repeat_commands() {
-    // The step sends its commands and starts a durable 3 s wait while its
-    // checkpoint cannot be saved: a worker that handed the job back would
-    // have it redelivered without a checkpoint and send every command again.
-    power_off_with_writes_refused(
-        json!({"component_type": "compute", "stage": 1,
-               "main_operation": {"name": "PowerControl"},
-               "post_operation": [{"name": "Sleep", "parameters": {"duration": "3s"}}]}),
-        false,
-    )
-    .await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_result_that_cannot_be_published_with_no_checkpoint_does_not_repeat_commands() {
-    // Neither the step's checkpoint nor its result can be written: a worker
-    // that handed the job back would have it redelivered and run again.
-    power_off_with_writes_refused(
+async fn a_result_that_cannot_be_published_does_not_repeat_commands() {
+    // The commands go (their record is kept) and the step ends, but its
+    // result cannot be published: handed back, its next delivery resumes
+    // from the record and publishes without commanding again.
+    let env = Env::new(InitialPower::On).await;
+    refused_rule(
+        &env,
         json!({"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}),
-        true,
     )
     .await;
+    let refused = ["flow.refused.results".to_owned()];
+    let results = set_subjects(&env.client, flow_protocol::jobs::STREAM_RESULTS, &refused).await;
+    let task = env.submit_task("req-refused", "power_off", json!({})).await;
+    until_trays_commanded(&env).await;
+    tokio::time::sleep(WRITES_REFUSED).await;
+    set_subjects(&env.client, flow_protocol::jobs::STREAM_RESULTS, &results).await;
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    assert_trays_commanded_once(&env);
+    env.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -783,9 +811,10 @@ async fn a_sleep_survives_a_worker_kill_and_a_killed_call_is_repeated_once_at_mo
     assert_eq!(t["status"], "completed", "{t:#}");
     for (name, n) in env.commands() {
         if name.starts_with("compute") {
-            // One off before, then the on: the killed call may have landed
-            // once, and the retry sees "already on" instead of commanding again.
-            assert!((2..=3).contains(&n), "{name} commanded {n} times in all");
+            // One off before, then the on, once: the worker was killed
+            // while reading the state (each request takes 1.5 s), before
+            // the command was recorded or sent, so the redelivery sends it.
+            assert_eq!(n, 2, "{name} commanded {n} times in all");
         }
     }
     env.stop().await;
@@ -1293,8 +1322,9 @@ async fn a_components_record_keeps_its_attempts_errors_and_call_times_per_action
              "main_operation": {"name": "PowerControl"},
              "post_operation": [{"name": "VerifyPowerStatus", "timeout": "20s", "poll_interval": "50ms",
                                  "parameters": {"expected_status": "off"}}]}]}})).await;
-    // compute-01's BMC answers its next two requests with 503: two failed
-    // calls, then the third goes through.
+    // compute-01's BMC answers its next two requests with 503: the state
+    // is read before the command, so two failed reads, a third that goes
+    // through, then the command.
     env.fault(
         json!({"target": "rack-01/compute-01", "kind": {"fail_next": {"count": 2, "status": 503}}}),
     )
@@ -1311,8 +1341,8 @@ async fn a_components_record_keeps_its_attempts_errors_and_call_times_per_action
     let c = &t["steps"][0]["results"]["compute-01"];
     let control = &c["actions"][0];
     assert_eq!(control["action"], "main_operation (PowerControl)", "{c:#}");
-    assert_eq!(control["attempts"], 3, "{c:#}");
-    assert_eq!(control["at_ms"].as_array().unwrap().len(), 3, "{c:#}");
+    assert_eq!(control["attempts"], 4, "{c:#}");
+    assert_eq!(control["at_ms"].as_array().unwrap().len(), 4, "{c:#}");
     assert!(
         control["error"]
             .as_str()
@@ -1327,15 +1357,15 @@ async fn a_components_record_keeps_its_attempts_errors_and_call_times_per_action
     );
     let polls = verify["attempts"].as_u64().unwrap();
     assert!(polls >= 1, "{c:#}");
-    // Every call of the step counted, under its own name: three power
+    // Every call of the step counted, under its own name: four power
     // calls and the polls are calls, not attempts.
-    assert_eq!(c["calls"].as_u64().unwrap(), 3 + polls, "{c:#}");
+    assert_eq!(c["calls"].as_u64().unwrap(), 4 + polls, "{c:#}");
     assert!(c.get("attempts").is_none(), "{c:#}");
     assert!(c["error"].as_str().unwrap().contains("503"), "{c:#}");
-    // A tray that needed one call says so.
+    // A tray that needed no retry says so: its read and its command.
     assert_eq!(
         t["steps"][0]["results"]["compute-02"]["actions"][0]["attempts"],
-        1
+        2
     );
     env.stop().await;
 }
@@ -1573,5 +1603,65 @@ async fn sessions_the_bmcs_drop_mid_task_are_replaced_without_a_failed_call() {
             c.refused
         );
     }
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_graceful_power_off_submitted_as_a_restart_ends_reaches_every_tray() {
+    // 20 % of real time: a graceful restart is 2 s down, then 1 s up.
+    let env = Env::scaled(InitialPower::On, 0.2).await;
+    // A restart that only sends the command (no verification), as a
+    // rollout retrying a busy rack might run; then a graceful power-off.
+    env.ok(
+        "rule.create",
+        json!({"name": "restart, sent only", "operation_type": "power_control", "operation": "restart",
+               "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}]}}),
+    )
+    .await;
+    env.ok(
+        "rule.create",
+        json!({"name": "off, verified", "operation_type": "power_control", "operation": "power_off",
+               "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"},
+             "post_operation": [{"name": "VerifyPowerStatus", "timeout": "30s", "poll_interval": "100ms",
+                                 "parameters": {"expected_status": "off"}}]}]}}),
+    )
+    .await;
+    let restart = env
+        .submit_task(
+            "restart",
+            "restart",
+            json!({"component_types": ["Compute"]}),
+        )
+        .await;
+    let t = env.finish(&restart).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    // As soon as it completed: the trays are still restarting.
+    let off = env
+        .submit_task("off", "power_off", json!({"component_types": ["Compute"]}))
+        .await;
+    let t = env.finish(&off).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    for (tray, power) in env.power().await {
+        if !tray.starts_with("compute") {
+            continue;
+        }
+        assert_eq!(
+            env.command_values(&tray),
+            ["GracefulRestart", "GracefulShutdown"],
+            "{tray}: the power-off reached its BMC"
+        );
+        assert_eq!(power, "Off", "{tray}");
+        let record = &t["steps"][0]["results"][&tray];
+        assert_eq!(record["result"], "Off", "{record:#}");
+    }
+    // At least one tray was read moving and its command waited for the
+    // restart to end, rather than being taken as done.
+    let waited = (1..=4).any(|i| {
+        let actions = &t["steps"][0]["results"][format!("compute-{i:02}")]["actions"];
+        actions[0]["attempts"].as_u64().unwrap_or(0) >= 3
+    });
+    assert!(waited, "no tray was read mid-restart: {t:#}");
     env.stop().await;
 }

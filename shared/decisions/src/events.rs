@@ -23,8 +23,8 @@ pub const MAX_RETRY_DELAY: Duration = Duration::from_secs(60);
 pub const BUILTIN_PREFIX: &str = "builtin:";
 
 /// How many leaking trays in a rack make the built-in leak rule power the
-/// whole rack off and lock it (the reference's severe tier:
-/// `/work/shared/reference/safety.md`, "Leaks").
+/// whole rack off and lock it (the severe tier: `docs/leak-containment.md`,
+/// "Where the tiers come from").
 pub const RACK_ESCALATION_TRAYS: u32 = 2;
 
 /// The built-in rule for an event type, used when no binding applies.
