@@ -81,6 +81,8 @@ pub struct WatcherSpec {
     pub poll_s: f64,
     /// `--watch-inventory-seconds`.
     pub inventory_s: f64,
+    /// `--watch-power-seconds`.
+    pub power_s: f64,
 }
 
 impl WatcherSpec {
@@ -89,6 +91,7 @@ impl WatcherSpec {
         count: 0,
         poll_s: 60.0,
         inventory_s: 30.0,
+        power_s: 20.0,
     };
 }
 
@@ -406,6 +409,8 @@ impl Cluster {
                     spec.watchers.poll_s.to_string(),
                     "--watch-inventory-seconds".into(),
                     spec.watchers.inventory_s.to_string(),
+                    "--watch-power-seconds".into(),
+                    spec.watchers.power_s.to_string(),
                 ]);
             }
             workers.push(Proc::spawn(Recipe {

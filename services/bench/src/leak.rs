@@ -226,6 +226,7 @@ pub async fn run(tools: &Tools, spec: &LeakSpec, work: &Path) -> anyhow::Result<
                 count: 1,
                 poll_s: 1.0,
                 inventory_s: 1.0,
+                ..WatcherSpec::NONE
             },
         },
         work,

@@ -230,6 +230,7 @@ pub async fn run(tools: &Tools, spec: &WatchSpec, work: &Path) -> anyhow::Result
                 poll_s: spec.poll_s,
                 // The racks are registered after the watchers start.
                 inventory_s: 10.0,
+                ..WatcherSpec::NONE
             },
         },
         work,

@@ -825,6 +825,10 @@ pub enum RackCommand {
     /// Set components' status: ready, in-use or maintenance (power and
     /// firmware tasks wait for components that are not ready).
     ComponentStatus(ComponentStatusArgs),
+    /// Each component's power as Flow knows it: observed state and age,
+    /// measured draw, how it counts against power budgets, desired state,
+    /// any held command.
+    Power(RackArg),
 }
 
 /// `flow rack component-status`.

@@ -42,11 +42,18 @@ fn print_domain(d: &PowerDomainRecord) {
     outln!("  max shelves off: {}", limit(d.max_shelves_off, ""));
     outln!("  min spacing:     {}", limit(d.min_spacing_ms, " ms"));
     outln!(
-        "  in use:          {:.1} kW ({:.1} kW steady + {:.1} kW inrush)",
+        "  in use:          {:.1} kW ({:.1} kW counted + {:.1} kW inrush; all on: {:.1} kW)",
         d.in_use_kw(),
-        d.steady_kw,
-        d.inrush_kw
+        d.counted_kw,
+        d.inrush_kw,
+        d.steady_kw
     );
+    if d.unknown > 0 {
+        outln!(
+            "  not known:       {} components, counted at steady draw (flow rack power <rack>)",
+            d.unknown
+        );
+    }
     outln!("  shelves off:     {}", d.shelves_off);
     outln!("  waiting:         {}", d.waiting);
     outln!("  updated:         {}", timestamp::format(d.updated_at));

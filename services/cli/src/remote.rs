@@ -666,6 +666,18 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
                     }
                 }
             }
+            RackCommand::Power(RackArg { rack }) => {
+                let reply = client
+                    .call::<endpoint::RackPower>(&flow_protocol::power::RackPowerRequest {
+                        rack: RackRef(rack.clone()),
+                    })
+                    .await?;
+                if out.json {
+                    print_json(&reply);
+                } else {
+                    print_rack_power(&reply);
+                }
+            }
             RackCommand::Delete(RackArg { rack }) => {
                 let reply = client
                     .call::<endpoint::RackDelete>(&RackByRef {
@@ -685,6 +697,75 @@ pub async fn rack(settings: &Settings, out: Output, command: &RackCommand) -> Ou
     }
     .await;
     result.map_or_else(fail, |()| Outcome::Valid)
+}
+
+/// `flow rack power`: a row per component.
+fn print_rack_power(reply: &flow_protocol::power::RackPowerReply) {
+    use flow_protocol::power::Counted;
+    let domains: Vec<&str> = reply.domains.iter().map(|d| d.as_str()).collect();
+    outln!(
+        "Rack:      {} (domains: {}; an observation is known for {} s)",
+        reply.rack,
+        if domains.is_empty() {
+            "none".to_owned()
+        } else {
+            domains.join(", ")
+        },
+        reply.known_for_s
+    );
+    if let Some(task) = reply.task {
+        outln!("Task:      {task} (the desired power below is its)");
+    }
+    let mut t = table(&[
+        "COMPONENT",
+        "POWER",
+        "SEEN",
+        "BY",
+        "MEASURED",
+        "COUNTED",
+        "DESIRED",
+        "HELD",
+    ]);
+    let mut total = 0u64;
+    for c in &reply.components {
+        total += u64::from(c.counted_w);
+        let counted = match c.counted {
+            Counted::Off => "off: 0 W".to_owned(),
+            Counted::Unpowered => "unpowered: 0 W".to_owned(),
+            Counted::On => format!("on: {} W", c.counted_w),
+            Counted::Granted => format!(
+                "granted: {} W + {} W inrush",
+                c.counted_w,
+                c.inrush_w.unwrap_or(0)
+            ),
+            Counted::Unknown => format!("unknown: {} W", c.counted_w),
+        };
+        t.add_row(vec![
+            c.component.clone(),
+            format!(
+                "{}{}",
+                c.power,
+                if c.reachable || c.observed_at.is_none() {
+                    ""
+                } else {
+                    " (unreachable)"
+                }
+            ),
+            c.age_s
+                .map(|a| format!("{a:.1}s ago"))
+                .unwrap_or_else(|| "never".to_owned()),
+            c.source.map(|s| s.to_string()).unwrap_or_default(),
+            c.measured_w.map(|w| format!("{w} W")).unwrap_or_default(),
+            counted,
+            c.desired.map(|d| d.to_string()).unwrap_or_default(),
+            c.held.clone().unwrap_or_default(),
+        ]);
+    }
+    outln!("{t}");
+    outln!(
+        "Counted against its domains: {:.1} kW",
+        total as f64 / 1000.0
+    );
 }
 
 /// Labels as `key=value, …` (`-` when none).

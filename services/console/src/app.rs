@@ -113,6 +113,7 @@ pub fn router(state: AppState) -> Router {
         .route("/tasks", get(tasks))
         .route("/tasks/{id}", get(task))
         .route("/tasks/{id}/cancel", get(cancel_confirm).post(cancel))
+        .route("/racks/{rack}", get(rack))
         .route("/racks/{rack}/power", get(power_confirm).post(power))
         .route("/runs", get(runs))
         .route("/runs/{run}", get(run))
@@ -322,6 +323,28 @@ async fn tasks(
         &headers,
         (Section::Tasks, "Tasks", Some("tasks")),
         |_| pages::tasks::render(&list.tasks, &filter, list.tasks.len()),
+    ))
+}
+
+async fn rack(
+    State(state): State<AppState>,
+    Extension(user): Extension<User>,
+    headers: HeaderMap,
+    Path(rack): Path<String>,
+) -> PageResult {
+    let reply = state
+        .client
+        .call::<endpoint::RackPower>(&flow_protocol::power::RackPowerRequest {
+            rack: flow_protocol::ids::RackRef(rack.clone()),
+        })
+        .await?;
+    let title = format!("rack {rack}");
+    Ok(page(
+        &state,
+        user,
+        &headers,
+        (Section::Site, &title, None),
+        |_| pages::rack::render(&reply),
     ))
 }
 

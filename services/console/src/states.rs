@@ -122,6 +122,8 @@ mod tests {
             reachable: true,
             error: String::new(),
             observed_at: OffsetDateTime::from_unix_timestamp(at).unwrap(),
+            source: flow_protocol::state::ObservationSource::Watcher,
+            measured_w: None,
         }
     }
 

@@ -65,6 +65,9 @@ pub struct SimConfig {
     /// Vendor profiles of the BMCs (`--profile`, later ones win; none:
     /// every BMC standard).
     pub profiles: Vec<ProfileChoice>,
+    /// What the BMCs' event streams announce (`--events`, later ones win;
+    /// none: standard).
+    pub events: Vec<crate::vendor::EventChoice>,
     /// Power draw per component type (`--draw`), for the power domains
     /// (`services/rack-sim/src/domains.rs`).
     pub draw: Draws,
@@ -89,6 +92,7 @@ impl Default for SimConfig {
             timings: Timings::default(),
             faults: Vec::new(),
             profiles: Vec::new(),
+            events: Vec::new(),
             draw: Draws::default(),
         }
     }

@@ -309,6 +309,32 @@ impl Book {
             .sum()
     }
 
+    /// The watts one component draws at `t`, as its BMC measures it.
+    pub(crate) fn component_watts(&self, rack: usize, component: usize, t: Instant) -> f64 {
+        match (
+            self.history.get(rack).and_then(|h| h.get(component)),
+            self.kinds.get(rack).and_then(|k| k.get(component)),
+        ) {
+            (Some(h), Some(kind)) => h.watts_at(t, &self.draws.of(*kind)),
+            _ => 0.0,
+        }
+    }
+
+    /// The watts all of one rack's components draw at `t`.
+    pub(crate) fn rack_watts(&self, rack: usize, t: Instant) -> f64 {
+        self.watts_at(&[rack], t)
+    }
+
+    /// How many of one rack's shelves draw (are on) at `t`.
+    pub(crate) fn shelves_on(&self, rack: usize, t: Instant) -> usize {
+        let shelves = self.kinds.get(rack).map_or(0, |k| {
+            k.iter()
+                .filter(|kind| **kind == ComponentKind::PowerShelf)
+                .count()
+        });
+        shelves - self.shelves_off_at(&[rack], t)
+    }
+
     /// Shelves of `racks` not drawing power at `t`.
     fn shelves_off_at(&self, racks: &[usize], t: Instant) -> usize {
         racks

@@ -68,6 +68,9 @@ pub enum FaultKind {
     /// The BMC's event streams end and new ones are refused (`503`) while
     /// the fault is installed; everything else answers as before.
     EventsDown {},
+    /// The BMC's event streams stay open but its events are dropped,
+    /// silently, while the fault is installed (keep-alives still come).
+    DropEvents {},
 }
 
 /// Id of an installed fault.
@@ -140,7 +143,8 @@ impl FaultSpec {
             | FaultKind::StuckPower { .. }
             | FaultKind::FirmwareFails { .. }
             | FaultKind::DecommissionStalls {}
-            | FaultKind::EventsDown {} => {}
+            | FaultKind::EventsDown {}
+            | FaultKind::DropEvents {} => {}
         }
         Ok(())
     }
@@ -279,6 +283,14 @@ impl Faults {
     pub(crate) fn events_down(&self, rack: &str, component: &str) -> bool {
         self.find(rack, component, |k| {
             matches!(k, FaultKind::EventsDown {}).then_some(())
+        })
+        .is_some()
+    }
+
+    /// Whether a `drop_events` fault targets the BMC.
+    pub(crate) fn drops_events(&self, rack: &str, component: &str) -> bool {
+        self.find(rack, component, |k| {
+            matches!(k, FaultKind::DropEvents {}).then_some(())
         })
         .is_some()
     }

@@ -174,7 +174,10 @@ pub use lifecycle::LifecycleStatus;
 pub use model::{CommandKind, ComponentKind, PowerState, ResetType, version_from_image_uri};
 pub use server::TlsError;
 pub use state::{CommandRecord, ComponentState, RackState, RefusedRecord, SimState};
-pub use vendor::{ProfileChoice, ProfileScope, VendorProfile, profile_of};
+pub use vendor::{
+    EventChoice, EventProfile, ProfileChoice, ProfileScope, VendorProfile, event_profile_of,
+    profile_of,
+};
 
 use crate::clock::Clock;
 use crate::server::Listener;

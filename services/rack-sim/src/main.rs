@@ -72,6 +72,12 @@ struct Args {
     /// reset-200.
     #[arg(long = "profile", value_name = "[RACK[/COMPONENT]=]PROFILE")]
     profiles: Vec<flow_rack_sim::ProfileChoice>,
+    /// What the BMCs' event streams announce: PROFILE for every BMC,
+    /// RACK=PROFILE or RACK/COMPONENT=PROFILE (repeatable; later flags
+    /// win). Profiles: standard (ResourceEvent power events), openbmc-log
+    /// (OpenBMC DCPowerOn/DCPowerOff log events), none.
+    #[arg(long = "events", value_name = "[RACK[/COMPONENT]=]PROFILE")]
+    events: Vec<flow_rack_sim::EventChoice>,
     /// Override a duration, e.g. --timing bmc_boot=2s (repeatable).
     #[arg(long = "timing", value_name = "NAME=DURATION")]
     timings: Vec<String>,
@@ -156,6 +162,7 @@ fn config(args: &Args) -> anyhow::Result<SimConfig> {
         timings,
         faults,
         profiles: args.profiles.clone(),
+        events: args.events.clone(),
         draw,
     })
 }

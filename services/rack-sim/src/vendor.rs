@@ -90,6 +90,116 @@ impl FromStr for VendorProfile {
     }
 }
 
+/// What a BMC's event stream announces (`--events`): which real BMCs it
+/// stands for, and what Flow must get right under each
+/// (`services/rack-sim/README.md`, "Event profiles").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EventProfile {
+    /// DMTF `ResourceEvent` power events (`ResourcePoweredOn` /
+    /// `ResourcePoweredOff`) and `TaskEvent`s.
+    #[default]
+    Standard,
+    /// Power changes only as OpenBMC log events (`OpenBMC.0.1.DCPowerOn` /
+    /// `DCPowerOff`, as phosphor-sel-logger's pulse monitor logs them);
+    /// `TaskEvent`s.
+    OpenbmcLog,
+    /// No events at all: the stream opens and stays silent but for its
+    /// keep-alives.
+    None,
+}
+
+impl EventProfile {
+    /// Every profile.
+    pub const ALL: [EventProfile; 3] = [
+        EventProfile::Standard,
+        EventProfile::OpenbmcLog,
+        EventProfile::None,
+    ];
+
+    /// The name `--events` takes.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventProfile::Standard => "standard",
+            EventProfile::OpenbmcLog => "openbmc-log",
+            EventProfile::None => "none",
+        }
+    }
+}
+
+impl fmt::Display for EventProfile {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for EventProfile {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        EventProfile::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = EventProfile::ALL.iter().map(|p| p.as_str()).collect();
+                format!("unknown event profile {s:?} (known: {})", names.join(", "))
+            })
+    }
+}
+
+/// One `--events` flag: `<profile>`, `<rack>=<profile>` or
+/// `<rack>/<component>=<profile>`; later flags win.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EventChoice {
+    /// Where it applies.
+    pub scope: ProfileScope,
+    /// The profile.
+    pub profile: EventProfile,
+}
+
+impl FromStr for EventChoice {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (scope, name) = scope_of(s, "--events")?;
+        Ok(EventChoice {
+            scope,
+            profile: name.parse()?,
+        })
+    }
+}
+
+/// The event profile of one component's BMC under `choices` (the last that
+/// covers it wins; none: standard).
+pub fn event_profile_of(choices: &[EventChoice], rack: &str, component: &str) -> EventProfile {
+    choices
+        .iter()
+        .rev()
+        .find(|c| c.scope.covers(rack, component))
+        .map_or(EventProfile::Standard, |c| c.profile)
+}
+
+/// A flag's scope and the profile name after it.
+fn scope_of<'a>(s: &'a str, flag: &str) -> Result<(ProfileScope, &'a str), String> {
+    let Some((at, name)) = s.split_once('=') else {
+        return Ok((ProfileScope::All, s));
+    };
+    let scope = match at.split_once('/') {
+        None if !at.is_empty() => ProfileScope::Rack(at.to_owned()),
+        Some((rack, component)) if !rack.is_empty() && !component.is_empty() => {
+            ProfileScope::Component {
+                rack: rack.to_owned(),
+                component: component.to_owned(),
+            }
+        }
+        _ => {
+            return Err(format!(
+                "{flag} {s:?}: expected <profile>, <rack>=<profile> or <rack>/<component>=<profile>"
+            ));
+        }
+    };
+    Ok((scope, name))
+}
+
 /// Which BMCs a profile applies to: every one, a rack's, or one component's.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ProfileScope {
@@ -104,6 +214,20 @@ pub enum ProfileScope {
         /// Its name.
         component: String,
     },
+}
+
+impl ProfileScope {
+    /// Whether it covers one component of one rack.
+    pub fn covers(&self, rack: &str, component: &str) -> bool {
+        match self {
+            ProfileScope::All => true,
+            ProfileScope::Rack(r) => r == rack,
+            ProfileScope::Component {
+                rack: r,
+                component: n,
+            } => r == rack && n == component,
+        }
+    }
 }
 
 /// One `--profile` flag: `<profile>`, `<rack>=<profile>` or
@@ -121,28 +245,11 @@ impl FromStr for ProfileChoice {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        let Some((at, name)) = s.split_once('=') else {
-            return Ok(ProfileChoice {
-                scope: ProfileScope::All,
-                profile: s.parse()?,
-            });
-        };
-        let profile = name.parse()?;
-        let scope = match at.split_once('/') {
-            None if !at.is_empty() => ProfileScope::Rack(at.to_owned()),
-            Some((rack, component)) if !rack.is_empty() && !component.is_empty() => {
-                ProfileScope::Component {
-                    rack: rack.to_owned(),
-                    component: component.to_owned(),
-                }
-            }
-            _ => {
-                return Err(format!(
-                    "--profile {s:?}: expected <profile>, <rack>=<profile> or <rack>/<component>=<profile>"
-                ));
-            }
-        };
-        Ok(ProfileChoice { scope, profile })
+        let (scope, name) = scope_of(s, "--profile")?;
+        Ok(ProfileChoice {
+            scope,
+            profile: name.parse()?,
+        })
     }
 }
 
@@ -152,14 +259,7 @@ pub fn profile_of(choices: &[ProfileChoice], rack: &str, component: &str) -> Ven
     choices
         .iter()
         .rev()
-        .find(|c| match &c.scope {
-            ProfileScope::All => true,
-            ProfileScope::Rack(r) => r == rack,
-            ProfileScope::Component {
-                rack: r,
-                component: n,
-            } => r == rack && n == component,
-        })
+        .find(|c| c.scope.covers(rack, component))
         .map_or(VendorProfile::Standard, |c| c.profile)
 }
 

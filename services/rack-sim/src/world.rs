@@ -49,6 +49,12 @@ pub(crate) struct ComponentView<'a> {
     pub(crate) ids: Ids,
     /// The instant of the request.
     pub(crate) now: Instant,
+    /// What it draws now, W (the draw model: `services/rack-sim/src/domains.rs`).
+    pub(crate) watts: f64,
+    /// What its whole rack draws now, W.
+    pub(crate) rack_watts: f64,
+    /// How many of its rack's power shelves are on now.
+    pub(crate) shelves_on: u32,
     /// For timestamps.
     pub(crate) clock: &'a Clock,
 }
@@ -70,6 +76,8 @@ pub(crate) struct Endpoint {
     pub(crate) uuid: String,
     /// Its vendor profile (`--profile`).
     pub(crate) vendor: VendorProfile,
+    /// What its event stream announces (`--events`).
+    pub(crate) events: crate::vendor::EventProfile,
     /// Whether its listener should be open.
     pub(crate) reachable: watch::Sender<bool>,
     /// Whether its listener is open: set by the accept loop once the socket
@@ -208,6 +216,7 @@ impl World {
                         url,
                         uuid: format!("f1000000-5140-4000-8000-{serial:012x}"),
                         vendor: crate::vendor::profile_of(&config.profiles, &name, &c.name),
+                        events: crate::vendor::event_profile_of(&config.events, &name, &c.name),
                         reachable: watch::Sender::new(false),
                         listening: watch::Sender::new(false),
                     }
@@ -329,6 +338,16 @@ impl World {
         self.endpoint(at).vendor
     }
 
+    /// What a component's BMC announces on its event stream now: its
+    /// profile, or nothing while a `drop_events` fault targets it.
+    pub(crate) fn announces(&self, at: ComponentRef) -> Option<crate::vendor::EventProfile> {
+        let e = self.endpoint(at);
+        if self.faults.drops_events(self.rack_name(at), &e.name) {
+            return None;
+        }
+        Some(e.events)
+    }
+
     /// The resource ids a component's BMC serves.
     pub(crate) fn ids(&self, at: ComponentRef) -> Ids {
         let e = self.endpoint(at);
@@ -372,9 +391,19 @@ impl World {
             .faults
             .stuck_power(self.rack_name(at), &component.name)
             .unwrap_or_else(|| component.power.state());
+        let (watts, rack_watts, shelves_on) = self.domains.with(|book| {
+            (
+                book.component_watts(at.rack, at.component, now),
+                book.rack_watts(at.rack, now),
+                u32::try_from(book.shelves_on(at.rack, now)).unwrap_or(u32::MAX),
+            )
+        });
         ComponentView {
             component,
             power,
+            watts,
+            rack_watts,
+            shelves_on,
             uuid: &self.endpoint(at).uuid,
             vendor: self.endpoint(at).vendor,
             ids: self.ids(at),

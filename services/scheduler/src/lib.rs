@@ -12,6 +12,7 @@ pub mod background;
 pub mod error;
 pub mod events;
 pub mod metrics;
+pub mod observations;
 pub mod outbox;
 pub mod preview;
 pub mod results;
@@ -135,6 +136,11 @@ impl Scheduler {
         loops.push(tokio::spawn(
             tasks.clone().run_event_executions(stop.clone()),
         ));
+        loops.push(tokio::spawn(observations::run(
+            client.clone(),
+            store.clone(),
+            stop.clone(),
+        )));
         let api = api::ApiService::start(client, store, tasks)
             .await
             .map_err(SchedulerError::Api)?;

@@ -34,6 +34,12 @@ struct Args {
     /// applies when the jobs consumer is first created.
     #[arg(long, env = "FLOW_JOB_ACK_WAIT", value_parser = parse_ack_wait)]
     job_ack_wait: Option<std::time::Duration>,
+    /// How long a read of a component's power counts as known for power
+    /// budgets: after it, the component is counted at its steady draw
+    /// until read again (Go duration; default 60s; docs/operating-safety.md,
+    /// "What counts").
+    #[arg(long, env = "FLOW_POWER_KNOWN_FOR", value_parser = parse_ack_wait)]
+    power_known_for: Option<std::time::Duration>,
 }
 
 fn parse_ack_wait(text: &str) -> Result<std::time::Duration, String> {
@@ -76,8 +82,11 @@ async fn main() -> anyhow::Result<()> {
     .await
     .context("--metrics-listen (FLOW_METRICS_LISTEN)")?;
     let ack_wait = args.job_ack_wait.unwrap_or(flow_scheduler::JOB_ACK_WAIT);
+    let known_for = args
+        .power_known_for
+        .unwrap_or(flow_store::observed::DEFAULT_KNOWN_FOR);
     let started = tokio::select! {
-        started = start(&settings, ack_wait, metrics) => started?,
+        started = start(&settings, ack_wait, known_for, metrics) => started?,
         () = &mut shutdown => {
             tracing::info!("stopped before start-up finished");
             return Ok(());
@@ -100,6 +109,7 @@ async fn main() -> anyhow::Result<()> {
 async fn start(
     settings: &Settings,
     ack_wait: std::time::Duration,
+    known_for: std::time::Duration,
     metrics: SchedulerMetrics,
 ) -> anyhow::Result<(Scheduler, async_nats::Client)> {
     let store = Store::connect(
@@ -107,7 +117,8 @@ async fn start(
         settings.database.max_connections,
     )
     .await
-    .context("cannot connect to Postgres (FLOW_DATABASE_URL)")?;
+    .context("cannot connect to Postgres (FLOW_DATABASE_URL)")?
+    .with_power_known_for(known_for);
     store.migrate().await.context("cannot apply migrations")?;
     tracing::info!("migrations applied");
     let client = connect_nats(&settings.nats, "flow-scheduler", InitialConnect::Retry)

@@ -227,6 +227,7 @@ impl TaskService {
                     operation: op,
                     domains: record.power_domains.clone(),
                     emergency: false,
+                    observed: None,
                 };
                 let text = match self.store.preview_power(&ask).await.map_err(store_error)? {
                     None | Some(Decision::Admit) => continue,

@@ -42,18 +42,28 @@ fn budget_kw(racks: usize) -> f64 {
 
 async fn env(racks: usize, workers: usize, initial: InitialPower) -> Stack {
     let env = Stack::builder()
-        .simulator(SimConfig {
-            time_scale: 0.05,
-            initial_power: initial,
-            racks,
-            compute: COMPUTE,
-            nvswitch: NVSWITCH,
-            powershelf: SHELVES,
-            ..SimConfig::default()
-        })
+        .simulator(sim(racks, initial))
         .workers(workers)
         .start()
         .await;
+    prepare(&env).await;
+    env
+}
+
+fn sim(racks: usize, initial: InitialPower) -> SimConfig {
+    SimConfig {
+        time_scale: 0.05,
+        initial_power: initial,
+        racks,
+        compute: COMPUTE,
+        nvswitch: NVSWITCH,
+        powershelf: SHELVES,
+        ..SimConfig::default()
+    }
+}
+
+/// The simulator's other racks, Flow's draw models and quick rules.
+async fn prepare(env: &Stack) {
     for rack in &env.sim().inventory()[1..] {
         env.ok("rack.create", json!({ "rack": rack })).await;
     }
@@ -100,7 +110,6 @@ async fn env(racks: usize, workers: usize, initial: InitialPower) -> Stack {
         )
         .await;
     }
-    env
 }
 
 fn rack_names(racks: usize) -> Vec<String> {
@@ -367,4 +376,382 @@ async fn the_shelves_off_cap_holds_shelves_on_until_it_is_raised() {
     assert_eq!(row["shelves_off_peak"], SHELVES, "{row}");
     let d = env.ok("power_domain.get", json!({"name": "row=A"})).await;
     assert_eq!(d["shelves_off"], SHELVES, "{d}");
+}
+
+/// Turns a compute tray on straight at its BMC, as a person or another
+/// tool would, outside Flow; whether the BMC took it.
+async fn on_outside_flow(env: &Stack, rack: &str, tray: &str) -> bool {
+    let base = env.sim().bmc_url(rack, tray).expect("the tray's BMC");
+    let r = reqwest::Client::new()
+        .post(format!(
+            "{base}/redfish/v1/Systems/System_0/Actions/ComputerSystem.Reset"
+        ))
+        .basic_auth(
+            flow_rack_sim::DEFAULT_USER,
+            Some(flow_rack_sim::DEFAULT_PASSWORD),
+        )
+        .json(&json!({"ResetType": "On"}))
+        .send()
+        .await
+        .expect("the tray's BMC answers");
+    r.status().is_success()
+}
+
+/// Installs a fault in the simulator.
+async fn fault(env: &Stack, spec: Value) {
+    reqwest::Client::new()
+        .post(format!("{}/admin/v1/faults", env.sim().admin_url()))
+        .json(&spec)
+        .send()
+        .await
+        .unwrap()
+        .error_for_status()
+        .unwrap();
+}
+
+/// How Flow counts `component` of `rack` now (`rack.power`).
+async fn counted(env: &Stack, rack: &str, component: &str) -> Value {
+    let reply = env.ok("rack.power", json!({ "rack": rack })).await;
+    reply["components"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["component"] == component))
+        .cloned()
+        .unwrap_or_else(|| panic!("no {component} in {reply}"))
+}
+
+/// A watcher reading every BMC's power often.
+fn quick_watcher() -> flow_worker::watch::WatchConfig {
+    flow_worker::watch::WatchConfig {
+        poll_every: Duration::from_secs(1),
+        inventory_every: Duration::from_millis(500),
+        power_every: Duration::from_millis(300),
+        ..flow_worker::watch::WatchConfig::default()
+    }
+}
+
+/// The racks' switch and compute trays off, their shelves on (so the trays'
+/// BMCs answer), as Flow's own power-off leaves them.
+async fn trays_off(env: &Stack, racks: usize) {
+    let reply = env
+        .ok(
+            "task.submit",
+            json!({"request_id": "trays off", "racks": rack_names(racks), "operation": "power_off",
+                   "component_types": ["Compute", "NVSwitch"]}),
+        )
+        .await;
+    for r in reply["results"].as_array().unwrap() {
+        let id = r["task_id"].as_str().expect("accepted");
+        assert_eq!(env.finish(id).await["status"], "completed");
+    }
+}
+
+/// Waits until `rack.power` counts the component as `counted`.
+async fn until_counted(env: &Stack, rack: &str, component: &str, want: &str) -> Value {
+    flow_tests::eventually(Duration::from_secs(30), POLL, || async {
+        let c = counted(env, rack, component).await;
+        (c["counted"] == want).then_some(c)
+    })
+    .await
+    .unwrap_or_else(|e| panic!("{rack}/{component} never counted {want}: {e}"))
+}
+
+/// Trays on, components switched on outside Flow, and a BMC that stops
+/// answering: a budget at the racks' all-on draw plus room for two trays'
+/// inrush holds only if Flow counts every one of them as it is. Counted
+/// off, the trays turned on outside Flow (or the one whose BMC went
+/// silent after) would let the last power-ons overlap past the budget.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_budget_counts_what_was_turned_on_outside_flow_and_what_stopped_answering() {
+    // A compute tray's inrush lasts 0.6 s here (12 s at 5 %), so Flow's
+    // last power-ons would overlap past the budget if it counted less than
+    // is on.
+    let mut config = sim(RACKS, InitialPower::On);
+    config.draw.compute.settle = Duration::from_secs(12);
+    let mut env = Stack::builder().simulator(config).workers(2).start().await;
+    prepare(&env).await;
+    env.ok(
+        "power_model.set",
+        json!({"component_type": "Compute", "inrush_w": COMPUTE_W.0 as u32,
+               "steady_w": COMPUTE_W.1 as u32, "settle_ms": 650}),
+    )
+    .await;
+    env.start_watcher(quick_watcher());
+    trays_off(&env, RACKS).await;
+    let budget = budget_kw(RACKS);
+    domain(&env, RACKS, budget).await;
+    env.ok(
+        "power_domain.set",
+        json!({"name": "row=A", "budget_kw": budget}),
+    )
+    .await;
+    // Known off first: read by the watcher.
+    for tray in ["compute-01", "compute-02"] {
+        until_counted(&env, "rack-02", tray, "off").await;
+    }
+    until_counted(&env, "rack-03", "compute-03", "off").await;
+    // Two trays of rack-02 on, outside Flow: seen by the watcher (its
+    // event, or its next read) and counted on.
+    for tray in ["compute-01", "compute-02"] {
+        assert!(on_outside_flow(&env, "rack-02", tray).await, "{tray}");
+    }
+    for tray in ["compute-01", "compute-02"] {
+        let c = until_counted(&env, "rack-02", tray, "on").await;
+        assert_eq!(c["counted_w"], COMPUTE_W.1 as u64, "{c}");
+    }
+    // rack-03's compute-03: on outside Flow with its events dropped, then
+    // its BMC stops answering. Whatever was last read of it, it is not
+    // known now: counted at its steady draw.
+    fault(
+        &env,
+        json!({"target": "rack-03/compute-03", "kind": {"drop_events": {}}}),
+    )
+    .await;
+    assert!(on_outside_flow(&env, "rack-03", "compute-03").await);
+    fault(
+        &env,
+        json!({"target": "rack-03/compute-03", "kind": {"unreachable": {}}}),
+    )
+    .await;
+    let c = until_counted(&env, "rack-03", "compute-03", "unknown").await;
+    assert_eq!(c["reachable"], false, "{c}");
+    assert_eq!(c["counted_w"], COMPUTE_W.1 as u64, "{c}");
+    // The budgeted power-on of every rack's trays.
+    let reply = env
+        .ok(
+            "task.submit",
+            json!({"request_id": "trays on", "racks": rack_names(RACKS), "operation": "power_on",
+                   "component_types": ["Compute", "NVSwitch"]}),
+        )
+        .await;
+    let tasks: Vec<String> = reply["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["task_id"].as_str().expect("accepted").to_owned())
+        .collect();
+    for (i, id) in tasks.iter().enumerate() {
+        let t = env.finish(id).await;
+        if i == 2 {
+            // rack-03's silent tray cannot be commanded: its step fails,
+            // naming it.
+            assert_eq!(t["status"], "failed", "{t}");
+            assert!(t.to_string().contains("compute-03"), "{t}");
+        } else {
+            assert_eq!(t["status"], "completed", "{t}");
+        }
+    }
+    let row = record(&env).await;
+    let peak = row["peak_kw"].as_f64().unwrap();
+    eprintln!("row=A: peak {peak:.1} kW, budget {budget:.1} kW");
+    assert!(
+        peak <= budget,
+        "peak {peak} kW over the budget {budget} kW: {row}"
+    );
+    assert_eq!(row["trips"], json!([]), "no breaker trip: {row}");
+    // The trays turned on outside Flow were not commanded by it.
+    for tray in ["compute-01", "compute-02"] {
+        let log = env.sim().state();
+        let c = log.component("rack-02", tray).unwrap();
+        assert_eq!(c.commands.len(), 2, "the off and the outside on: {tray}");
+    }
+    env.stop().await;
+}
+
+/// Trays switched on outside Flow while a budgeted power-on runs, under two
+/// schedulers and four workers with one killed mid-stage and the watcher
+/// killed too (what it last saw goes stale and counts at steady draw).
+/// Racks 1 and 2 power on through Flow; rack-03's trays come on outside
+/// Flow while Flow's compute step sleeps before its commands, so Flow's
+/// last power-ons overlap only if it counts rack-03's trays as off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_budget_holds_with_power_ons_outside_flow_during_the_run_and_the_watcher_killed() {
+    let known_for = Duration::from_secs(10);
+    // A compute tray's inrush lasts 0.6 s here (12 s at 5 %), so Flow's
+    // power-ons of two racks' trays sent together would overlap.
+    let mut config = sim(RACKS, InitialPower::On);
+    config.draw.compute.settle = Duration::from_secs(12);
+    let mut env = Stack::builder()
+        .power_known_for(known_for)
+        .simulator(config)
+        .workers(0)
+        .start()
+        .await;
+    prepare(&env).await;
+    env.ok(
+        "power_model.set",
+        json!({"component_type": "Compute", "inrush_w": COMPUTE_W.0 as u32,
+               "steady_w": COMPUTE_W.1 as u32, "settle_ms": 650}),
+    )
+    .await;
+    for _ in 0..4 {
+        env.start_worker().await;
+    }
+    env.start_scheduler().await;
+    env.start_watcher(quick_watcher());
+    trays_off(&env, RACKS).await;
+    let verify = json!([{"name": "VerifyPowerStatus", "timeout": "30s", "poll_interval": "100ms",
+                         "parameters": {"expected_status": "on"}}]);
+    let rule = env
+        .ok(
+            "rule.create",
+            json!({"name": "trays on, after a pause", "operation_type": "power_control",
+               "operation": "power_on", "definition": {"version": "v1", "steps": [
+            {"component_type": "nvswitch", "stage": 1, "main_operation": {"name": "PowerControl"},
+             "post_operation": verify},
+            {"component_type": "compute", "stage": 2, "timeout": "2m",
+             "retry": {"max_attempts": 20, "initial_interval": "200ms", "backoff_coefficient": 1.0},
+             "pre_operation": [{"name": "Sleep", "parameters": {"duration": "6s"}}],
+             "main_operation": {"name": "PowerControl"}, "post_operation": verify}]}}),
+        )
+        .await;
+    let rule_id = rule["id"].as_str().expect("a rule id").to_owned();
+    // Room for two of Flow's inrushes, and for one tray switched on
+    // outside Flow before Flow has learnt of it (its inrush and its steady
+    // draw: from its command to its watcher's read reaching the
+    // schedulers); they are switched on one after another.
+    let budget = budget_kw(RACKS) + COMPUTE_W.0 / 1000.0;
+    domain(&env, RACKS, budget).await;
+    env.ok(
+        "power_domain.set",
+        json!({"name": "row=A", "budget_kw": budget}),
+    )
+    .await;
+    let reply = env
+        .ok(
+            "task.submit",
+            json!({"request_id": "trays on", "racks": ["rack-01", "rack-02"], "operation": "power_on",
+                   "rule_id": rule_id}),
+        )
+        .await;
+    let tasks: Vec<String> = reply["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["task_id"].as_str().expect("accepted").to_owned())
+        .collect();
+    // Flow's compute steps sleep: rack-03's trays come on outside Flow.
+    for id in &tasks {
+        env.until_task(id, "the compute step runs", Duration::from_secs(60), |t| {
+            t["steps"][1]["status"] == "running"
+        })
+        .await;
+    }
+    for i in 1..=COMPUTE {
+        let tray = format!("compute-{i:02}");
+        assert!(on_outside_flow(&env, "rack-03", &tray).await, "{tray}");
+        // Learnt of: counted on before the next.
+        until_counted(&env, "rack-03", &tray, "on").await;
+    }
+    assert!(
+        env.task(&tasks[0]).await["steps"][1]["results"]["compute-01"]["actions"]
+            .as_array()
+            .is_none_or(|a| a.len() <= 1),
+        "the outside power-ons came before Flow's commands"
+    );
+    env.kill_watchers().await;
+    // Mid-stage: the first of Flow's compute power-ons sent.
+    flow_tests::eventually(
+        Duration::from_secs(60),
+        Duration::from_millis(10),
+        || async {
+            let row = record(&env).await;
+            row["power_ons"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|p| {
+                    p["component"].as_str().unwrap().starts_with("compute")
+                        && p["rack"] != "rack-03"
+                })
+                .then_some(())
+        },
+    )
+    .await
+    .expect("Flow's compute power-ons");
+    env.kill_worker(0).await;
+    for id in &tasks {
+        let t = env.finish(id).await;
+        assert_eq!(t["status"], "completed", "{t}");
+    }
+    let row = record(&env).await;
+    let peak = row["peak_kw"].as_f64().unwrap();
+    eprintln!("row=A: peak {peak:.1} kW, budget {budget:.1} kW");
+    assert!(
+        peak <= budget,
+        "peak {peak} kW over the budget {budget} kW: {row}"
+    );
+    assert_eq!(row["trips"], json!([]), "no breaker trip: {row}");
+    // With the watcher gone, nothing it read stays known: rack-03's trays
+    // count at steady draw once the window has passed.
+    let c = until_counted(&env, "rack-03", "compute-06", "unknown").await;
+    assert_eq!(c["counted_w"], COMPUTE_W.1 as u64, "{c}");
+    env.stop().await;
+}
+
+/// A row budgeted for two of its three racks (all on, and one tray's
+/// inrush): the two power on under it; the third rack's trays are refused,
+/// naming the budget and the draw known on, instead of waiting forever.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_budget_below_the_all_on_draw_powers_on_what_fits_and_refuses_the_rest_naming_the_figures()
+ {
+    let mut env = env(RACKS, 2, InitialPower::Off).await;
+    env.start_watcher(quick_watcher());
+    let budget = steady_kw(2) + (COMPUTE_W.0 - COMPUTE_W.1) / 1000.0 + 0.3;
+    domain(&env, RACKS, budget).await;
+    env.ok(
+        "power_domain.set",
+        json!({"name": "row=A", "budget_kw": budget}),
+    )
+    .await;
+    // Known: every shelf read off (so every tray unpowered).
+    flow_tests::eventually(Duration::from_secs(30), POLL, || async {
+        let d = env.ok("power_domain.get", json!({"name": "row=A"})).await;
+        (d["unknown"] == 0).then_some(())
+    })
+    .await
+    .expect("every component's power known");
+    let two = env
+        .ok(
+            "task.submit",
+            json!({"request_id": "two racks", "racks": ["rack-01", "rack-02"], "operation": "power_on"}),
+        )
+        .await;
+    for r in two["results"].as_array().unwrap() {
+        let t = env.finish(r["task_id"].as_str().expect("accepted")).await;
+        assert_eq!(t["status"], "completed", "{t}");
+    }
+    let third = env
+        .ok(
+            "task.submit",
+            json!({"request_id": "third rack", "racks": ["rack-03"], "operation": "power_on"}),
+        )
+        .await;
+    let t = env
+        .finish(third["results"][0]["task_id"].as_str().expect("accepted"))
+        .await;
+    assert_eq!(t["status"], "failed", "{t}");
+    let why = t["message"].as_str().unwrap();
+    assert!(
+        why.contains(&format!(
+            "power admission refused: power budget of row=A is {} kW: the draw known on there",
+            flow_decisions::admission::kw((budget * 1000.0).round() as u64)
+        )) && why.contains("(5.4 kW steady, 9 kW inrush) would pass it"),
+        "{why}"
+    );
+    let row = record(&env).await;
+    let peak = row["peak_kw"].as_f64().unwrap();
+    eprintln!("row=A: peak {peak:.1} kW, budget {budget:.1} kW; the third rack: {why}");
+    assert!(peak <= budget, "peak {peak} kW over {budget} kW: {row}");
+    assert_eq!(row["trips"], json!([]), "no breaker trip: {row}");
+    // Nothing of the third rack's trays was sent.
+    for (name, n) in env.sim().state().racks[2]
+        .components
+        .iter()
+        .map(|c| (c.name.clone(), c.commands.len()))
+    {
+        if name.starts_with("compute") {
+            assert_eq!(n, 0, "{name} was commanded");
+        }
+    }
+    env.stop().await;
 }

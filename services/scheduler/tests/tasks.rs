@@ -1665,3 +1665,103 @@ async fn a_graceful_power_off_submitted_as_a_restart_ends_reaches_every_tray() {
     assert!(waited, "no tray was read mid-restart: {t:#}");
     env.stop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn every_event_profile_gives_the_same_outcome_and_only_the_speed_differs() {
+    use flow_rack_sim::{EventChoice, EventProfile, ProfileScope};
+    // Verification polls 3 s apart; the trays' transitions take 50–100 ms.
+    let interval_ms = 3_000;
+    let trays = ["compute-01", "compute-02", "compute-03", "compute-04"];
+    let mut outcomes = Vec::new();
+    for (name, profile, drop_events) in [
+        ("standard", EventProfile::Standard, false),
+        ("openbmc-log", EventProfile::OpenbmcLog, false),
+        ("none", EventProfile::None, false),
+        ("dropped", EventProfile::Standard, true),
+    ] {
+        let env = Env(Stack::builder()
+            .simulator(SimConfig {
+                time_scale: 0.01,
+                initial_power: InitialPower::On,
+                compute: 4,
+                nvswitch: 2,
+                powershelf: 2,
+                events: vec![EventChoice {
+                    scope: ProfileScope::All,
+                    profile,
+                }],
+                ..SimConfig::default()
+            })
+            .start()
+            .await);
+        if drop_events {
+            env.fault(json!({"target": "rack-01/*", "kind": {"drop_events": {}}}))
+                .await;
+        }
+        for (operation, expected) in [("power_off", "off"), ("power_on", "on")] {
+            env.ok("rule.create", json!({"name": format!("{operation} verified"),
+                "operation_type": "power_control", "operation": operation, "is_default": true,
+                "definition": {"steps": [
+                    {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"},
+                     "post_operation": [{"name": "VerifyPowerStatus", "timeout": "60s",
+                                         "poll_interval": "3s",
+                                         "parameters": {"expected_status": expected}}]}]}}))
+                .await;
+        }
+        let mut seconds = Vec::new();
+        let mut results = Vec::new();
+        for operation in ["power_off", "power_on"] {
+            let started = Instant::now();
+            let task = env
+                .submit_task(
+                    &format!("{name}-{operation}"),
+                    operation,
+                    json!({"component_types": ["Compute"]}),
+                )
+                .await;
+            let t = env.finish(&task).await;
+            seconds.push(started.elapsed().as_secs_f64());
+            results.push(t["status"].clone());
+            for tray in trays {
+                results.push(t["steps"][0]["results"][tray]["result"].clone());
+                let polls = verify_polls(&t, tray);
+                let waited = polls.last().unwrap() - polls.first().unwrap();
+                // An event wakes a poll well inside the interval; without
+                // one the next poll keeps to it.
+                match name {
+                    "standard" | "openbmc-log" => assert!(
+                        waited < interval_ms,
+                        "{name} {operation} {tray}: polls {polls:?} waited out the interval"
+                    ),
+                    _ => {
+                        for pair in polls.windows(2) {
+                            assert!(
+                                pair[1] - pair[0] >= interval_ms - 100,
+                                "{name} {operation} {tray}: polls {polls:?} before the interval"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        // What the hardware did, from the simulator's record.
+        for (tray, power) in env.power().await {
+            if tray.starts_with("compute") {
+                results.push(json!(format!("{tray} {power}")));
+                results.push(json!(env.command_values(&tray)));
+            }
+        }
+        eprintln!(
+            "events {name}: power-off {:.1} s, power-on {:.1} s",
+            seconds[0], seconds[1]
+        );
+        outcomes.push((name, results));
+        env.stop().await;
+    }
+    for (name, results) in &outcomes[1..] {
+        assert_eq!(
+            results, &outcomes[0].1,
+            "{name}: a different outcome from standard events"
+        );
+    }
+}

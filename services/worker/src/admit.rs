@@ -1,9 +1,12 @@
 //! The worker's power gate: before a power-on, a reset or a power shelf's
 //! power-off of a rack in a power domain, the executor asks `power.admit`
 //! on `flow.api` (answered by any scheduler from Postgres,
-//! `shared/store/src/power.rs`). A wait becomes the component's next
-//! time in the checkpoint — a durable wait like any other — and its reason
-//! travels with the step's progress.
+//! `shared/store/src/power.rs`), with what it read of the component just
+//! before; once the device accepted admitted commands it tells `power.sent`,
+//! so their inrush is counted for its settle time from then rather than
+//! for the whole send window. A wait becomes the component's next time in
+//! the checkpoint — a durable wait like any other — and its reason travels
+//! with the step's progress.
 
 use std::time::Duration;
 
@@ -11,7 +14,9 @@ use flow_executor::StepJob;
 use flow_executor::gate::{GateRequest, PowerGate};
 use flow_protocol::TaskId;
 use flow_protocol::api::{Endpoint, decode_reply, endpoint};
-use flow_protocol::power::{Admission, PowerAdmit};
+use flow_protocol::power::{
+    Admission, PowerAdmit, PowerSent, PowerSentReply, SeenPower, SentCommand,
+};
 use flow_protocol::subjects::api_subject;
 use futures::future::BoxFuture;
 
@@ -39,6 +44,10 @@ impl PowerGate for NatsGate {
                 operation: request.operation,
                 domains: job.power_domains.clone(),
                 emergency: job.emergency,
+                observed: request.observed.map(|(power, at_ms)| SeenPower {
+                    power: crate::observe::power_of(power),
+                    at_ms,
+                }),
             };
             let payload = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
             let subject = api_subject(endpoint::PowerAdmit::NAME);
@@ -48,6 +57,31 @@ impl PowerGate for NatsGate {
                     .map_err(|_| format!("no answer within {} s", ADMIT_TIMEOUT.as_secs()))?
                     .map_err(|e| e.to_string())?;
             decode_reply::<Admission>(&reply.payload).map_err(|e| e.to_string())
+        })
+    }
+
+    fn sent<'a>(
+        &'a self,
+        _job: &'a StepJob,
+        rack: &'a str,
+        sent: Vec<SentCommand>,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        Box::pin(async move {
+            let body = PowerSent {
+                task: self.task,
+                rack: rack.to_owned(),
+                sent,
+            };
+            let payload = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
+            let subject = api_subject(endpoint::PowerSent::NAME);
+            let reply =
+                tokio::time::timeout(ADMIT_TIMEOUT, self.nats.request(subject, payload.into()))
+                    .await
+                    .map_err(|_| format!("no answer within {} s", ADMIT_TIMEOUT.as_secs()))?
+                    .map_err(|e| e.to_string())?;
+            decode_reply::<PowerSentReply>(&reply.payload)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
         })
     }
 }

@@ -136,6 +136,7 @@ impl Job<'_> {
             nats: self.js.client(),
             task,
         };
+        let observer = crate::observer::Published::new(self.js.client());
         let mut last_report = None;
         // The last held wait's signals, kept while the step goes on here.
         let mut wake = None;
@@ -148,10 +149,12 @@ impl Job<'_> {
                     clock: &clock,
                     gate: &gate,
                     journal: &stored,
+                    observer: &observer,
                     cancelled: &is_cancelled,
                 };
                 advance(&job.job, &mut cp, &effects).await
             };
+            observer.flush().await;
             progress::report(&self.js, &job, &cp, &mut last_report).await;
             let outcome = match progress {
                 Progress::WaitUntil(at) => {

@@ -26,6 +26,7 @@ mod job;
 pub mod members;
 pub mod metrics;
 pub mod observe;
+mod observer;
 pub mod progress;
 mod pull;
 pub mod watch;

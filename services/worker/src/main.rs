@@ -83,6 +83,15 @@ struct Args {
     /// How often the watcher reads the inventory again, in seconds.
     #[arg(long, env = "FLOW_WATCH_INVENTORY_SECONDS", default_value_t = 30.0)]
     watch_inventory_seconds: f64,
+    /// How often the watcher reads every BMC's power, in seconds: keep it
+    /// well inside the schedulers' --power-known-for (60 s), so that power
+    /// budgets count components by what is known of them
+    /// (docs/operating-safety.md, "What counts").
+    #[arg(long, env = "FLOW_WATCH_POWER_SECONDS", default_value_t = 20.0)]
+    watch_power_seconds: f64,
+    /// How often the watcher reads a BMC's measured draw, in seconds.
+    #[arg(long, env = "FLOW_WATCH_TELEMETRY_SECONDS", default_value_t = 60.0)]
+    watch_telemetry_seconds: f64,
 }
 
 /// The worker's metrics port; the scheduler's is 9450. Several workers on
@@ -182,6 +191,8 @@ async fn main() -> anyhow::Result<()> {
             poll_every: seconds(args.watch_poll_seconds, "--watch-poll-seconds")?,
             inventory_every: seconds(args.watch_inventory_seconds, "--watch-inventory-seconds")?,
             max_streams: args.watch_max_streams,
+            power_every: seconds(args.watch_power_seconds, "--watch-power-seconds")?,
+            telemetry_every: seconds(args.watch_telemetry_seconds, "--watch-telemetry-seconds")?,
             ..Default::default()
         };
         tracing::info!(poll_every = ?config.poll_every, "watching BMCs for hardware events");

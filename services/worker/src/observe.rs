@@ -5,7 +5,7 @@
 
 use flow_hardware::{PowerStatus, manager::ComponentManager};
 use flow_protocol::jobs::ComponentTarget;
-use flow_protocol::state::{ComponentState, PowerState};
+use flow_protocol::state::{ComponentState, ObservationSource, PowerState};
 use time::OffsetDateTime;
 
 /// What was last published for one component: power, reachable, error.
@@ -26,6 +26,8 @@ pub fn next(target: &ComponentTarget, last: Option<&Seen>, now: Seen) -> Option<
         reachable,
         error,
         observed_at: OffsetDateTime::now_utc(),
+        source: ObservationSource::Watcher,
+        measured_w: None,
     })
 }
 
@@ -34,10 +36,9 @@ pub fn power_of(status: PowerStatus) -> PowerState {
     match status {
         PowerStatus::On => PowerState::On,
         PowerStatus::Off => PowerState::Off,
-        // A transition is reported as unknown here: its end is not known.
-        PowerStatus::PoweringOn | PowerStatus::PoweringOff | PowerStatus::Unknown => {
-            PowerState::Unknown
-        }
+        PowerStatus::PoweringOn => PowerState::PoweringOn,
+        PowerStatus::PoweringOff => PowerState::PoweringOff,
+        PowerStatus::Unknown => PowerState::Unknown,
     }
 }
 
@@ -53,13 +54,31 @@ pub async fn read(
     }
 }
 
-/// Whether an event's message ID says the power changed
-/// (`ResourceEvent.1.3.ResourcePoweredOn` and the like).
+/// The draw a Redfish metrics resource reports, W: `PowerWatts.Reading`
+/// (`EnvironmentMetrics`), `OutputPowerWatts.Reading` (a supply's
+/// metrics), or `PowerControl[0].PowerConsumedWatts` (the older `Power`).
+pub fn watts_of(body: &serde_json::Value) -> Option<u32> {
+    let reading = body
+        .pointer("/PowerWatts/Reading")
+        .or_else(|| body.pointer("/OutputPowerWatts/Reading"))
+        .or_else(|| body.pointer("/PowerControl/0/PowerConsumedWatts"))?
+        .as_f64()?;
+    // A reading is a non-negative number of watts.
+    (reading.is_finite() && reading >= 0.0).then(|| reading.round().min(f64::from(u32::MAX)) as u32)
+}
+
+/// Whether an event's message ID says the power changed: DMTF's
+/// `ResourceEvent.1.3.ResourcePoweredOn` and the like, or an OpenBMC
+/// log event's `OpenBMC.0.1.DCPowerOn` / `DCPowerOff`
+/// (`docs/hardware.md`, "Events: change signals").
 pub fn is_power_change(message_id: &str) -> bool {
-    message_id
-        .rsplit('.')
-        .next()
-        .is_some_and(|k| k.starts_with("ResourcePowered") || k == "PowerStateChanged")
+    message_id.rsplit('.').next().is_some_and(|k| {
+        k.starts_with("ResourcePowered")
+            || k.starts_with("ResourcePowering")
+            || k == "PowerStateChanged"
+            || k == "DCPowerOn"
+            || k == "DCPowerOff"
+    })
 }
 
 #[cfg(test)]
@@ -94,6 +113,27 @@ mod tests {
     fn power_events_are_told_by_their_message_id() {
         assert!(is_power_change("ResourceEvent.1.3.ResourcePoweredOn"));
         assert!(is_power_change("ResourceEvent.1.3.ResourcePoweredOff"));
+        assert!(is_power_change("OpenBMC.0.1.DCPowerOn"));
+        assert!(is_power_change("OpenBMC.0.1.DCPowerOff"));
         assert!(!is_power_change("TaskEvent.1.0.TaskCompletedOK"));
+    }
+
+    #[test]
+    fn a_measured_draw_is_read_from_any_of_the_three_redfish_shapes() {
+        use serde_json::json;
+        assert_eq!(
+            watts_of(&json!({"PowerWatts": {"Reading": 5400.4}})),
+            Some(5400)
+        );
+        assert_eq!(
+            watts_of(&json!({"OutputPowerWatts": {"Reading": 812}})),
+            Some(812)
+        );
+        assert_eq!(
+            watts_of(&json!({"PowerControl": [{"PowerConsumedWatts": 900}]})),
+            Some(900)
+        );
+        assert_eq!(watts_of(&json!({"PowerWatts": {"Reading": -1}})), None);
+        assert_eq!(watts_of(&json!({"PowerWatts": {}})), None);
     }
 }

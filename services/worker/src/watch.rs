@@ -24,6 +24,16 @@
 //!   watcher holds [`WatchConfig::max_streams`] open (each is a
 //!   connection and a buffer).
 //!
+//! Every BMC's power is also read every [`WatchConfig::power_every`] (and
+//! at once when its stream announces a power change: a DMTF
+//! `ResourcePowered…` event or an OpenBMC `DCPowerOn`/`DCPowerOff` log
+//! event), with its measured draw every [`WatchConfig::telemetry_every`]
+//! where the BMC reports one (`EnvironmentMetrics.PowerWatts`). Every read
+//! goes to the schedulers in batches on `flow.power.observed` (core NATS,
+//! every [`OBSERVED_FLUSH`]), who count each component against its power
+//! domains by what is known of it; a change of state is also published on
+//! `FLOW_STATE` for the console.
+//!
 //! A condition's identity is its component, its `MessageId` and the time it
 //! began (`Timestamp` / `EventTimestamp`, read to the millisecond): the SSE
 //! record and every later poll of the same condition give the same key,
@@ -46,7 +56,7 @@ use flow_protocol::event::{EventType, HardwareEvent, Severity};
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::ComponentTarget;
 use flow_protocol::partition::{BUCKET_WORKERS, Partition};
-use flow_protocol::state::PowerState;
+use flow_protocol::state::{ObservationSource, PowerState};
 use flow_redfish::Connections;
 use flow_redfish::sse::SseFrames;
 use flow_telemetry::ErrorChain;
@@ -73,6 +83,12 @@ pub struct WatchConfig {
     /// At most this many event streams open at once; the watcher's other
     /// BMCs are polled.
     pub max_streams: usize,
+    /// How often every BMC's power is read, stream or not: well inside the
+    /// schedulers' known-for window (`flow-scheduler --power-known-for`,
+    /// 60 s), so that a component stays known between reads.
+    pub power_every: Duration,
+    /// How often a BMC's measured draw is read (where it reports one).
+    pub telemetry_every: Duration,
 }
 
 impl Default for WatchConfig {
@@ -82,9 +98,15 @@ impl Default for WatchConfig {
             inventory_every: Duration::from_secs(30),
             max_reads: 64,
             max_streams: 8192,
+            power_every: Duration::from_secs(20),
+            telemetry_every: Duration::from_secs(60),
         }
     }
 }
+
+/// How often the reads gathered are published on `flow.power.observed`:
+/// part of how late the schedulers learn of a change the watcher saw.
+pub const OBSERVED_FLUSH: Duration = Duration::from_millis(100);
 
 /// Component-state publishes awaiting JetStream's ack at once per watcher:
 /// at a site's cold start every tray BMC is unreachable together, and
@@ -141,6 +163,8 @@ type Target = ComponentTarget;
 struct Watcher {
     api: flow_client::Client,
     js: async_nats::jetstream::Context,
+    /// Reads not yet published on `flow.power.observed`.
+    observed: std::sync::Mutex<Vec<flow_protocol::state::ComponentState>>,
     bmcs: Connections,
     managers: Arc<ManagerRegistry>,
     reads: Semaphore,
@@ -197,8 +221,9 @@ pub async fn run(
         stop.clone(),
     )));
     let watcher = Arc::new(Watcher {
+        observed: std::sync::Mutex::new(Vec::new()),
         js,
-        api: flow_client::Client::new(client, "the watcher's NATS connection")
+        api: flow_client::Client::new(client.clone(), "the watcher's NATS connection")
             .with_actor("flow-worker --watch"),
         bmcs,
         managers,
@@ -208,6 +233,9 @@ pub async fn run(
         config,
         metrics,
     });
+    let _flusher = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(
+        Arc::clone(&watcher).flush_observed(client.clone(), stop.clone()),
+    ));
     let mut watches = Watches::new();
     // The racks listed (name, id), and the BMCs of those in this watcher's
     // partitions; only those are read with `rack.get`.
@@ -404,8 +432,36 @@ impl Watcher {
         Ok(flow_redfish::sse::stream_uri_of(&service))
     }
 
-    /// Reads every chassis' conditions and publishes them.
-    async fn poll(&self, target: &Target) -> Result<usize, WatchError> {
+    /// Publishes the reads gathered every [`OBSERVED_FLUSH`] until `stop`.
+    async fn flush_observed(self: Arc<Self>, client: async_nats::Client, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(OBSERVED_FLUSH) => {}
+            }
+            let states =
+                std::mem::take(&mut *self.observed.lock().unwrap_or_else(|e| e.into_inner()));
+            for chunk in states.chunks(1_000) {
+                let batch = flow_protocol::state::Observed {
+                    schema: flow_protocol::api::SCHEMA,
+                    states: chunk.to_vec(),
+                };
+                let Ok(body) = serde_json::to_vec(&batch) else {
+                    continue;
+                };
+                if let Err(error) = client
+                    .publish(flow_protocol::state::OBSERVED_SUBJECT, body.into())
+                    .await
+                {
+                    tracing::debug!(error = %ErrorChain(&error), "power reads not published");
+                }
+            }
+        }
+    }
+
+    /// Reads every chassis' conditions and publishes them; remembers where
+    /// the BMC reports its measured draw.
+    async fn poll(&self, target: &Target, reads: &mut Reads) -> Result<usize, WatchError> {
         let chassis = self.get(target, "/redfish/v1/Chassis").await?;
         let members: Vec<String> = chassis
             .get("Members")
@@ -420,6 +476,13 @@ impl Watcher {
         let mut published = 0;
         for member in members {
             let body = self.get(target, &member).await?;
+            if let Some(uri) = body
+                .pointer("/EnvironmentMetrics/@odata.id")
+                .and_then(Value::as_str)
+                && reads.metrics.is_none()
+            {
+                reads.metrics = Some(uri.to_owned());
+            }
             let conditions = body
                 .pointer("/Status/Conditions")
                 .and_then(Value::as_array)
@@ -466,19 +529,34 @@ impl Watcher {
     async fn watch(self: Arc<Self>, target: Target, stop: CancellationToken) {
         let mut pause = RECONNECT_FIRST;
         let mut seen: Option<Seen> = None;
+        let mut reads = Reads::default();
         let failing = Raised::new(self.metrics.bmcs_failing.clone());
         loop {
             let outcome = tokio::select! {
                 () = stop.cancelled() => return,
-                outcome = self.watch_once(&target, &mut seen) => outcome,
+                outcome = self.watch_once(&target, &mut seen, &mut reads) => outcome,
             };
             failing.set(outcome.is_err());
             match outcome {
                 Ok(Watched::Polled) => {
                     pause = RECONNECT_FIRST;
-                    tokio::select! {
-                        () = stop.cancelled() => return,
-                        () = tokio::time::sleep(self.config.poll_every) => {}
+                    // Power every `power_every`; the conditions again at
+                    // `poll_every`.
+                    let until = tokio::time::Instant::now() + self.config.poll_every;
+                    loop {
+                        let next =
+                            (tokio::time::Instant::now() + self.config.power_every).min(until);
+                        tokio::select! {
+                            () = stop.cancelled() => return,
+                            () = tokio::time::sleep_until(next) => {}
+                        }
+                        if next >= until {
+                            break;
+                        }
+                        let read = self
+                            .observe(&target, &mut seen, &mut reads, ObservationSource::Watcher)
+                            .await;
+                        failing.set(read.is_err());
                     }
                     continue;
                 }
@@ -492,6 +570,7 @@ impl Watcher {
                     if let WatchError::Bmc { .. } = error {
                         let power = seen.as_ref().map_or(PowerState::Unknown, |s| s.0);
                         let now = (power, false, ErrorChain(&error).to_string());
+                        self.gather(&target, now.clone(), ObservationSource::Watcher, None);
                         if let Err(e) = self.publish_state(&target, &mut seen, now).await {
                             tracing::warn!(rack = %target.rack, component = %target.name, error = %ErrorChain(&e), "cannot publish the component's state");
                         }
@@ -510,14 +589,16 @@ impl Watcher {
         &self,
         target: &Target,
         seen: &mut Option<Seen>,
+        reads: &mut Reads,
     ) -> Result<Watched, WatchError> {
         let stream_slot = match self.event_stream_uri(target).await? {
             Some(uri) => self.streams.try_acquire().ok().map(|slot| (uri, slot)),
             None => None,
         };
         let Some((uri, _slot)) = stream_slot else {
-            self.poll(target).await?;
-            self.observe(target, seen).await?;
+            self.poll(target, reads).await?;
+            self.observe(target, seen, reads, ObservationSource::Watcher)
+                .await?;
             return Ok(Watched::Polled);
         };
         // Held open (one of the BMC's request permits) until it ends; the
@@ -531,11 +612,24 @@ impl Watcher {
         let open = Raised::new(self.metrics.streams.clone());
         open.set(true);
         // Opened: now read what happened while nobody listened.
-        self.poll(target).await?;
-        self.observe(target, seen).await?;
+        self.poll(target, reads).await?;
+        self.observe(target, seen, reads, ObservationSource::Watcher)
+            .await?;
         let mut frames = SseFrames::default();
+        // A stream that announces no power change (a BMC that sends none,
+        // or drops them) must not leave the power unread: read it on a
+        // timer too.
+        let mut read_at = tokio::time::Instant::now() + self.config.power_every;
         loop {
-            let chunk = match tokio::time::timeout(STREAM_IDLE, stream.response.chunk()).await {
+            let chunk = tokio::select! {
+                chunk = tokio::time::timeout(STREAM_IDLE, stream.response.chunk()) => chunk,
+                () = tokio::time::sleep_until(read_at) => {
+                    self.observe(target, seen, reads, ObservationSource::Watcher).await?;
+                    read_at = tokio::time::Instant::now() + self.config.power_every;
+                    continue;
+                }
+            };
+            let chunk = match chunk {
                 Err(_) => return Ok(Watched::StreamEnded),
                 Ok(Err(_)) | Ok(Ok(None)) => return Ok(Watched::StreamEnded),
                 Ok(Ok(Some(chunk))) => chunk,
@@ -568,22 +662,74 @@ impl Watcher {
                     }
                 }
                 if power_changed {
-                    self.observe(target, seen).await?;
+                    self.observe(target, seen, reads, ObservationSource::Event)
+                        .await?;
+                    read_at = tokio::time::Instant::now() + self.config.power_every;
                 }
             }
         }
     }
 
-    /// Reads the component's power and publishes its state if it changed.
-    async fn observe(&self, target: &Target, seen: &mut Option<Seen>) -> Result<(), WatchError> {
+    /// Reads the component's power (and, when due, its measured draw),
+    /// gathers the read for the schedulers, and publishes its state if it
+    /// changed.
+    async fn observe(
+        &self,
+        target: &Target,
+        seen: &mut Option<Seen>,
+        reads: &mut Reads,
+        source: ObservationSource,
+    ) -> Result<(), WatchError> {
         let manager = self.managers.get(target.component_type).ok();
         let power = {
             let _permit = self.reads.acquire().await;
             observe::read(manager.map(|m| m.as_ref()), target).await
         }
         .map_err(|e| Self::bmc_error(target, "power state", e))?;
-        self.publish_state(target, seen, (power, true, String::new()))
-            .await
+        let measured = self.measure(target, reads).await;
+        let now = (power, true, String::new());
+        self.gather(target, now.clone(), source, measured);
+        self.publish_state(target, seen, now).await
+    }
+
+    /// The BMC's measured draw, W, when it reports one and a read is due
+    /// (a failed read is a missing figure, not a failed watch).
+    async fn measure(&self, target: &Target, reads: &mut Reads) -> Option<u32> {
+        let uri = reads.metrics.clone()?;
+        let now = tokio::time::Instant::now();
+        if reads
+            .measured_at
+            .is_some_and(|at| now < at + self.config.telemetry_every)
+        {
+            return None;
+        }
+        reads.measured_at = Some(now);
+        let body = self.get(target, &uri).await.ok()?;
+        observe::watts_of(&body)
+    }
+
+    /// Keeps a read for the next publish on `flow.power.observed`.
+    fn gather(&self, target: &Target, now: Seen, source: ObservationSource, measured: Option<u32>) {
+        let (power, reachable, error) = now;
+        let state = flow_protocol::state::ComponentState {
+            schema: flow_protocol::api::SCHEMA,
+            rack: target.rack.clone(),
+            component: target.name.clone(),
+            power,
+            reachable,
+            error,
+            observed_at: OffsetDateTime::now_utc(),
+            source: if measured.is_some() {
+                ObservationSource::Telemetry
+            } else {
+                source
+            },
+            measured_w: measured,
+        };
+        self.observed
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(state);
     }
 
     /// Publishes `now` when it differs from what was last published.
@@ -613,6 +759,15 @@ impl Watcher {
 enum Watched {
     Polled,
     StreamEnded,
+}
+
+/// What one BMC's watch keeps between reads.
+#[derive(Debug, Default)]
+struct Reads {
+    /// Where the BMC reports its measured draw (`EnvironmentMetrics`).
+    metrics: Option<String>,
+    /// When the draw was last read.
+    measured_at: Option<tokio::time::Instant>,
 }
 
 /// What a message ID reports, by the part after the registry's version.

@@ -24,9 +24,10 @@ use std::time::Duration;
 
 use flow_hardware::command::{PowerPlan, end_state, plan, reads_first, repeat_is_harmless};
 use flow_hardware::{
-    ComponentManager, ComponentTarget, FirmwareRequest, FirmwareStart, HardwareError,
+    ComponentManager, ComponentTarget, FirmwareRequest, FirmwareStart, HardwareError, PowerStatus,
 };
 use flow_protocol::power::{Admission, gated};
+use flow_protocol::state::ObservationSource;
 use flow_rules::duration::format_short;
 use flow_rules::{Action, PowerOperation};
 
@@ -35,6 +36,7 @@ use crate::checkpoint::{Command, CommandRecord, ComponentState, Delivery};
 use crate::clock::after;
 use crate::executor::{Call, CallError, call_timeout, power_operation, retry, timed};
 use crate::gate::{GateRequest, PowerGate};
+use crate::observe::Seen;
 
 /// How often a component that is moving is read again while its command
 /// waits for it to settle (an event from its BMC reads it sooner:
@@ -76,6 +78,7 @@ async fn admit(
     gate: &dyn PowerGate,
     target: &ComponentTarget,
     op: PowerOperation,
+    observed: Option<PowerStatus>,
     limit: Duration,
     now: u64,
 ) -> Option<Held> {
@@ -87,6 +90,7 @@ async fn admit(
         component: &target.name,
         component_type: target.component_type,
         operation: op,
+        observed: observed.map(|s| (s, now)),
     };
     match tokio::time::timeout(limit, gate.admit(job, request)).await {
         Ok(Ok(Admission::Granted)) => None,
@@ -123,11 +127,22 @@ pub(crate) struct Decided {
     pub call: Call,
     /// Requests made to the device.
     pub calls: u32,
+    /// The power read on the way, if any.
+    pub seen: Option<Seen>,
 }
 
 impl Decided {
-    fn new(call: Call, calls: u32) -> Self {
-        Decided { call, calls }
+    pub(crate) fn new(call: Call, calls: u32) -> Self {
+        Decided {
+            call,
+            calls,
+            seen: None,
+        }
+    }
+
+    pub(crate) fn with_seen(mut self, seen: Option<Seen>) -> Self {
+        self.seen = seen;
+        self
     }
 }
 
@@ -233,24 +248,30 @@ async fn decide_power(
         return Decided::new(Call::Send(Command::Power(op)), 0);
     }
     let mut calls = 0;
+    let mut seen = None;
+    let mut read = None;
     if reads_first(op) {
         calls += 1;
-        let observed = match timed(limit, manager.power_status(target)).await {
+        let result = timed(limit, manager.power_status(target)).await;
+        seen = Some(Seen::read(&result, ObservationSource::Read));
+        let observed = match result {
             Ok(s) => s,
-            Err(e) => return Decided::new(retry(state, &policy, e, now), calls),
+            Err(e) => return Decided::new(retry(state, &policy, e, now), calls).with_seen(seen),
         };
+        read = Some(observed);
         match plan(op, observed) {
             PowerPlan::Send => state.awaiting = None,
             PowerPlan::Already(s) => {
                 state.awaiting = None;
                 state.held = None;
-                return Decided::new(Call::Done(format!("already {s}")), calls);
+                return Decided::new(Call::Done(format!("already {s}")), calls).with_seen(seen);
             }
             PowerPlan::Refuse(why) => {
                 return Decided::new(
                     Call::Fail(format!("permanent: {}: {why}", target.name)),
                     calls,
-                );
+                )
+                .with_seen(seen);
             }
             PowerPlan::AwaitSteady(moving) => {
                 let deadline = after(started, limit);
@@ -262,18 +283,20 @@ async fn decide_power(
                             op.as_str()
                         )),
                         calls,
-                    );
+                    )
+                    .with_seen(seen);
                 }
                 state.awaiting = Some(moving);
                 state.held = Some(format!(
                     "waiting for {moving} to end before sending {}",
                     op.as_str()
                 ));
-                return Decided::new(Call::Again(after(now, STEADY_POLL).min(deadline)), calls);
+                return Decided::new(Call::Again(after(now, STEADY_POLL).min(deadline)), calls)
+                    .with_seen(seen);
             }
         }
     }
-    if let Some(held) = admit(job, gate, target, op, limit, now).await {
+    if let Some(held) = admit(job, gate, target, op, read, limit, now).await {
         state.held = held.reason();
         let call = match held {
             Held::Until(at, _) => Call::Held(at),
@@ -283,10 +306,10 @@ async fn decide_power(
             }
             Held::Refused(reason) => Call::Fail(reason),
         };
-        return Decided::new(call, calls);
+        return Decided::new(call, calls).with_seen(seen);
     }
     state.held = None;
-    Decided::new(Call::Send(Command::Power(op)), calls)
+    Decided::new(Call::Send(Command::Power(op)), calls).with_seen(seen)
 }
 
 /// The firmware request of the step's type, if the task names an image.
@@ -466,18 +489,20 @@ async fn power_not_accepted(
             ..
         })
     );
-    if let (true, Some(end)) = (refused, end_state(op))
-        && let Ok(now_state) = timed(limit, manager.power_status(target)).await
-    {
-        if now_state == end {
-            return Decided::new(Call::Done(format!("already {end}")), 2);
+    if let (true, Some(end)) = (refused, end_state(op)) {
+        let result = timed(limit, manager.power_status(target)).await;
+        let seen = Some(Seen::read(&result, ObservationSource::Read));
+        if let Ok(now_state) = result {
+            if now_state == end {
+                return Decided::new(Call::Done(format!("already {end}")), 2).with_seen(seen);
+            }
+            if now_state.is_transition() && op != PowerOperation::ForcePowerOff {
+                // Moving since it was read: decided again once it settles.
+                state.awaiting = Some(now_state);
+                return Decided::new(Call::Again(after(now, STEADY_POLL)), 2).with_seen(seen);
+            }
         }
-        if now_state.is_transition() && op != PowerOperation::ForcePowerOff {
-            // Moving since it was read: decided again once it settles.
-            state.awaiting = Some(now_state);
-            return Decided::new(Call::Again(after(now, STEADY_POLL)), 2);
-        }
-        return Decided::new(retry(state, &policy, error, now), 2);
+        return Decided::new(retry(state, &policy, error, now), 2).with_seen(seen);
     }
     Decided::new(retry(state, &policy, error, now), 1)
 }

@@ -8,6 +8,7 @@ use flow_hardware::{
     ComponentManager, ComponentTarget, DecommissionState, ErrorClass, FirmwareState, HardwareError,
     ManagerRegistry, PowerStatus,
 };
+use flow_protocol::power::SentCommand;
 use flow_rules::defaults::{DECOMMISSION_CONTROL_ATTEMPTS, DECOMMISSION_CONTROL_TIMEOUT};
 use flow_rules::duration::format_short;
 use flow_rules::{Action, ComponentType, OperationCode, PowerOperation, PowerState, RetryPolicy};
@@ -17,7 +18,9 @@ use crate::clock::after;
 use crate::command::{self, Decided};
 use crate::gate::PowerGate;
 use crate::journal::Journal;
+use crate::observe::{Observer, Seen};
 use crate::{Checkpoint, Clock, StepJob};
+use flow_protocol::state::ObservationSource;
 
 /// How long status calls of `WaitDecommissioned` may fail in a row before
 /// the action fails: "five minutes of consecutive status-call failures"
@@ -208,6 +211,8 @@ pub struct Effects<'a> {
     pub gate: &'a dyn PowerGate,
     /// Where the checkpoint is kept before and after every command.
     pub journal: &'a dyn Journal,
+    /// Where every read of a component's power is told.
+    pub observer: &'a dyn Observer,
     /// Whether the task was cancelled.
     pub cancelled: &'a (dyn Fn() -> bool + Sync),
 }
@@ -265,6 +270,7 @@ pub async fn advance(job: &StepJob, cp: &mut Checkpoint, fx: &Effects<'_>) -> Pr
                     cp,
                     hardware,
                     clock,
+                    fx.observer,
                     component_types,
                     *require_all,
                     *timeout,
@@ -338,6 +344,7 @@ async fn reachability(
     cp: &mut Checkpoint,
     hardware: &ManagerRegistry,
     clock: &dyn Clock,
+    observer: &dyn Observer,
     types: &[ComponentType],
     require_all: bool,
     timeout: Duration,
@@ -363,6 +370,10 @@ async fn reachability(
         let answers =
             futures::future::join_all(targets.iter().map(|c| manager.power_status(c))).await;
         cp.calls += answers.len() as u64;
+        for (target, answer) in targets.iter().zip(&answers) {
+            let seen = Seen::read(answer, ObservationSource::Read);
+            observer.observed(target, seen.power, now, seen.source);
+        }
         let ok = answers.iter().filter(|a| a.is_ok()).count();
         let reachable = if require_all {
             ok == targets.len()
@@ -466,6 +477,9 @@ async fn per_component(
             let spent = fx.clock.now_ms().saturating_sub(now);
             let mut sends = Vec::new();
             for (target, state, decided) in results {
+                if let Some(seen) = decided.seen {
+                    fx.observer.observed(target, seen.power, now, seen.source);
+                }
                 match decided.call {
                     Call::Send(command) => {
                         // The reads that decided it, when they were made.
@@ -574,10 +588,33 @@ async fn send_recorded(
     }))
     .await;
     let spent = fx.clock.now_ms().saturating_sub(now);
+    let answered = fx.clock.now_ms();
+    let mut admitted = Vec::new();
     for (target, state, decided) in answers {
         if state.command.is_some() {
             // Accepted, or sent without an answer: a command either way.
             cp.commands += 1;
+        }
+        if let Some(seen) = decided.seen {
+            fx.observer
+                .observed(target, seen.power, answered, seen.source);
+        }
+        // An admitted power command the device accepted: its grant is
+        // counted from now for its settle time, not its whole hold.
+        if let Some(record) = &state.command
+            && record.delivery == crate::checkpoint::Delivery::Accepted
+            && let Command::Power(op) = record.command
+            && !job.power_domains.is_empty()
+            && flow_protocol::power::gated(target.component_type, op)
+        {
+            admitted.push((
+                target.rack.clone(),
+                SentCommand {
+                    component: target.name.clone(),
+                    operation: op,
+                    at_ms: answered,
+                },
+            ));
         }
         apply(
             cp,
@@ -593,6 +630,24 @@ async fn send_recorded(
     // Confirmed. Should this not be kept now, the worker keeps it before
     // its next wait or its result (`services/worker/src/job.rs`).
     fx.journal.keep(cp).await;
+    report_sent(job, fx, admitted).await;
+}
+
+/// Tells power admission which of its grants were sent (by rack: a step's
+/// components share one).
+async fn report_sent(job: &StepJob, fx: &Effects<'_>, admitted: Vec<(String, SentCommand)>) {
+    let mut by_rack: std::collections::BTreeMap<String, Vec<SentCommand>> =
+        std::collections::BTreeMap::new();
+    for (rack, sent) in admitted {
+        by_rack.entry(rack).or_default().push(sent);
+    }
+    for (rack, sent) in by_rack {
+        let n = sent.len();
+        if let Err(error) = fx.gate.sent(job, &rack, sent).await {
+            // The grants are held to their expiry instead: safe, slower.
+            tracing::warn!(%error, rack, commands = n, "power admission not told of the sends");
+        }
+    }
 }
 
 /// Counts `calls` requests to one component made at `now`, the last with
@@ -770,14 +825,13 @@ async fn one_call(
     if is_command {
         return command::decide(job, action, manager, gate, target, state, now, started).await;
     }
-    Decided {
-        call: read_call(job, action, manager, target, state, now, started).await,
-        calls: 1,
-    }
+    let (call, seen) = read_call(job, action, manager, target, state, now, started).await;
+    Decided::new(call, 1).with_seen(seen)
 }
 
 /// One read of `action` for one component: a status, a verification poll,
-/// a started update's progress, a decommission's state.
+/// a started update's progress, a decommission's state; and the power it
+/// read, if it read power.
 #[allow(clippy::too_many_lines)]
 async fn read_call(
     job: &StepJob,
@@ -787,14 +841,19 @@ async fn read_call(
     state: &mut ComponentState,
     now: u64,
     started: u64,
-) -> Call {
+) -> (Call, Option<Seen>) {
     let limit = call_timeout(job, action);
     let policy = job.step.retry_policy();
-    match action {
-        Action::GetPowerStatus { .. } => match timed(limit, manager.power_status(target)).await {
-            Ok(s) => Call::Done(status_text(s).to_owned()),
-            Err(e) => retry(state, &policy, e, now),
-        },
+    let call = match action {
+        Action::GetPowerStatus { .. } => {
+            let result = timed(limit, manager.power_status(target)).await;
+            let seen = Seen::read(&result, ObservationSource::Read);
+            let call = match result {
+                Ok(s) => Call::Done(status_text(s).to_owned()),
+                Err(e) => retry(state, &policy, e, now),
+            };
+            return (call, Some(seen));
+        }
         Action::VerifyPowerStatus {
             expected,
             timeout,
@@ -812,7 +871,9 @@ async fn read_call(
                 PowerState::On => PowerStatus::On,
                 PowerState::Off => PowerStatus::Off,
             };
-            match timed(limit.min(remaining), manager.power_status(target)).await {
+            let result = timed(limit.min(remaining), manager.power_status(target)).await;
+            let seen = Seen::read(&result, ObservationSource::Verify);
+            let call = match result {
                 Ok(s) if s == want => Call::Done(status_text(s).to_owned()),
                 Ok(s) => poll_again(now, *poll_interval, deadline, || {
                     format!(
@@ -834,7 +895,8 @@ async fn read_call(
                     })
                 }
                 Err(e) => Call::Fail(e.record()),
-            }
+            };
+            return (call, Some(seen));
         }
         Action::FirmwareControl {
             poll_interval,
@@ -843,7 +905,10 @@ async fn read_call(
         } => {
             let interval = Action::firmware_poll_interval(*poll_interval);
             let Some(fw_job) = state.firmware_job.clone() else {
-                return Call::Fail("permanent: no update was started".to_owned());
+                return (
+                    Call::Fail("permanent: no update was started".to_owned()),
+                    None,
+                );
             };
             let deadline = state.poll_deadline_ms.unwrap_or(now);
             match timed(limit, manager.firmware_status(target, Some(&fw_job))).await {
@@ -920,5 +985,6 @@ async fn read_call(
             Call::Fail("permanent: a command reached the read path".to_owned())
         }
         Action::Sleep { .. } | Action::VerifyReachability { .. } => Call::Done(String::new()),
-    }
+    };
+    (call, None)
 }

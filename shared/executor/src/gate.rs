@@ -1,10 +1,14 @@
-//! Where the executor asks before a power command: the [`PowerGate`] a
-//! worker implements over `power.admit` (`services/worker/src/admit.rs`);
-//! the decision itself is `flow_decisions::admission`'s.
+//! Where the executor asks before a power command and tells once it was
+//! sent: the [`PowerGate`] a worker implements over `power.admit` and
+//! `power.sent` (`services/worker/src/admit.rs`); the decision itself is
+//! `flow_decisions::admission`'s. A grant's inrush is counted from the
+//! grant until it is reported sent and its settle time has passed (one
+//! never reported expires): the report shortens what the grant holds.
 
 use futures::future::BoxFuture;
 
-use flow_protocol::power::Admission;
+use flow_hardware::PowerStatus;
+use flow_protocol::power::{Admission, SentCommand};
 use flow_rules::{ComponentType, PowerOperation};
 
 use crate::StepJob;
@@ -20,6 +24,8 @@ pub struct GateRequest<'a> {
     pub component_type: ComponentType,
     /// The command.
     pub operation: PowerOperation,
+    /// What was read of the component just before, and when (epoch ms).
+    pub observed: Option<(PowerStatus, u64)>,
 }
 
 /// Where a worker asks before a power command (a power-on, a reset, a
@@ -31,6 +37,19 @@ pub trait PowerGate: Send + Sync {
         job: &'a StepJob,
         request: GateRequest<'a>,
     ) -> BoxFuture<'a, Result<Admission, String>>;
+
+    /// Tells that the devices accepted these admitted commands of the
+    /// step's rack `rack`, and when. Best effort: an error only leaves the
+    /// grants held until they expire.
+    fn sent<'a>(
+        &'a self,
+        job: &'a StepJob,
+        rack: &'a str,
+        sent: Vec<SentCommand>,
+    ) -> BoxFuture<'a, Result<(), String>> {
+        let _ = (job, rack, sent);
+        Box::pin(async { Ok(()) })
+    }
 }
 
 /// A gate that grants everything: for racks in no domain, and tests of

@@ -31,6 +31,7 @@ pub mod executor;
 pub mod gate;
 pub mod job;
 pub mod journal;
+pub mod observe;
 pub mod wake;
 
 pub use checkpoint::Checkpoint;
@@ -38,3 +39,4 @@ pub use clock::{Clock, SystemClock};
 pub use executor::{CallError, Effects, Progress, StepFailure, advance};
 pub use job::{FirmwareImage, StepJob};
 pub use journal::{Journal, MemoryJournal};
+pub use observe::{Observer, Unobserved};

@@ -214,6 +214,7 @@ impl Env {
             clock,
             gate: &Ungated,
             journal: &self.journal,
+            observer: &flow_executor::Unobserved,
             cancelled,
         }
     }
@@ -258,6 +259,7 @@ async fn run_with(
             clock: &clock,
             gate: &Ungated,
             journal: &journal,
+            observer: &flow_executor::Unobserved,
             cancelled,
         };
         let progress = advance(&job, &mut cp, &fx).await;
@@ -729,6 +731,7 @@ async fn killed_and_resumed(env: &Env, job: &StepJob, crash_at: usize) -> (Progr
         clock: &SystemClock,
         gate: &Ungated,
         journal: &journal,
+        observer: &flow_executor::Unobserved,
         cancelled: &|| false,
     };
     loop {
@@ -749,6 +752,7 @@ async fn killed_and_resumed(env: &Env, job: &StepJob, crash_at: usize) -> (Progr
     let memory = MemoryJournal::default();
     let fx = Effects {
         journal: &memory,
+        observer: &flow_executor::Unobserved,
         ..fx
     };
     let deadline = Instant::now() + Duration::from_secs(30);

@@ -292,6 +292,7 @@ fn effects<'a>(
         clock,
         gate,
         journal,
+        observer: &flow_executor::Unobserved,
         cancelled: &|| false,
     }
 }

@@ -213,6 +213,10 @@ pub mod endpoint {
         RackPowerDomains = "rack.power_domains" (Change): crate::power::RackPowerDomains => RackRecord;
         /// May this power command go now (budget, spacing, shelves off)? Asked by workers.
         PowerAdmit = "power.admit" (Internal): crate::power::PowerAdmit => crate::power::Admission;
+        /// The commands a step's devices accepted, and when: a grant's inrush is counted from then. Told by workers.
+        PowerSent = "power.sent" (Internal): crate::power::PowerSent => crate::power::PowerSentReply;
+        /// Each component of a rack: its power as last observed and how old that is, its measured draw, how it counts against its domains, its desired power and any held command.
+        RackPower = "rack.power" (Read): crate::power::RackPowerRequest => crate::power::RackPowerReply;
         /// Audit records, newest first (nothing can change or delete them).
         AuditList = "audit.list" (Read): crate::audit::AuditList => crate::audit::AuditListReply;
     }

@@ -131,9 +131,17 @@ pub struct PowerDomainRecord {
     pub min_spacing_ms: Option<u64>,
     /// Racks that name it.
     pub racks: Vec<String>,
-    /// Every component of those racks at its steady draw, kW: the part of
-    /// the budget held whatever runs.
+    /// Every component of those racks at its steady draw, kW: the draw
+    /// with everything on.
     pub steady_kw: f64,
+    /// What those components count for now, kW: known on at their draw,
+    /// known off or unpowered at none, not known at steady draw
+    /// (`docs/operating-safety.md`, "What counts").
+    #[serde(default)]
+    pub counted_kw: f64,
+    /// How many of them are not known.
+    #[serde(default)]
+    pub unknown: u32,
     /// Inrush granted and not yet settled, kW.
     pub inrush_kw: f64,
     /// Power shelves Flow turned off and has not turned on again.
@@ -149,7 +157,7 @@ pub struct PowerDomainRecord {
 impl PowerDomainRecord {
     /// What is counted against the budget now, kW.
     pub fn in_use_kw(&self) -> f64 {
-        self.steady_kw + self.inrush_kw
+        self.counted_kw + self.inrush_kw
     }
 }
 
@@ -229,6 +237,133 @@ pub struct PowerAdmit {
     /// held by the shelves-off cap.
     #[serde(default)]
     pub emergency: bool,
+    /// What the worker read of the component just before asking (its
+    /// power, when): recorded before the decision, as any observation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed: Option<SeenPower>,
+}
+
+/// A component's power as read at a time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SeenPower {
+    /// What was read.
+    pub power: crate::state::PowerState,
+    /// When (epoch ms).
+    pub at_ms: u64,
+}
+
+/// `power.sent`: the commands of a step the devices accepted, and when.
+/// A granted inrush is counted from its grant until it is reported sent,
+/// then for its settle time from the send; one never reported expires
+/// (`docs/operating-safety.md`, "What counts").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PowerSent {
+    /// The task that sent them.
+    pub task: TaskId,
+    /// The rack (name).
+    pub rack: String,
+    /// Each component and when its command was accepted (epoch ms).
+    pub sent: Vec<SentCommand>,
+}
+
+/// One command a device accepted.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SentCommand {
+    /// The component (name).
+    pub component: String,
+    /// The operation sent.
+    pub operation: PowerOperation,
+    /// When the device accepted it (epoch ms).
+    pub at_ms: u64,
+}
+
+/// `power.sent` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct PowerSentReply {
+    /// Grants whose inrush is now counted from the send.
+    pub grants: u32,
+}
+
+/// `rack.power`: each component's power as Flow knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RackPowerRequest {
+    /// The rack, by ID or name.
+    pub rack: RackRef,
+}
+
+/// How a component is counted against its domains' budgets now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Counted {
+    /// Known off (read off recently, by a source that can say so): 0 W.
+    Off,
+    /// Unpowered: every power shelf of its rack is known off: 0 W.
+    Unpowered,
+    /// Known on: its steady draw, or its measured draw where fresher and
+    /// higher.
+    On,
+    /// A power-on granted and not yet settled: its steady draw, and the
+    /// grant's inrush.
+    Granted,
+    /// Not known (never read, read too long ago, unreachable, moving): its
+    /// steady draw.
+    Unknown,
+}
+
+/// One component's power, as Flow knows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct ComponentPower {
+    /// The component.
+    pub component: String,
+    /// Its type.
+    pub component_type: ComponentType,
+    /// Its power as last observed (`unknown`: never).
+    pub power: crate::state::PowerState,
+    /// Whether its BMC answered that read.
+    pub reachable: bool,
+    /// Who observed it.
+    pub source: Option<crate::state::ObservationSource>,
+    /// When.
+    #[schemars(with = "Option<crate::contract::Timestamp>")]
+    #[serde(with = "time::serde::rfc3339::option")]
+    pub observed_at: Option<OffsetDateTime>,
+    /// How long ago, seconds.
+    pub age_s: Option<f64>,
+    /// Its draw as last measured by its BMC, W.
+    pub measured_w: Option<u32>,
+    /// Its draw model's steady draw, W.
+    pub steady_w: u32,
+    /// How it is counted against its domains.
+    pub counted: Counted,
+    /// What it counts for now, W (steady, measured or 0; a grant's inrush
+    /// is shown apart).
+    pub counted_w: u32,
+    /// The power it is meant to reach: the operation of the rack's open
+    /// task, when that task acts on it.
+    pub desired: Option<crate::state::PowerState>,
+    /// A power-on granted and not yet settled: its inrush over steady, W.
+    pub inrush_w: Option<u32>,
+    /// A command held by power admission, and why.
+    pub held: Option<String>,
+}
+
+/// `rack.power` reply.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub struct RackPowerReply {
+    /// The rack.
+    pub rack: String,
+    /// Its power domains.
+    pub domains: Vec<DomainName>,
+    /// How long an observation counts as known, seconds.
+    pub known_for_s: u64,
+    /// Its open task, if any (the one `desired` comes from).
+    pub task: Option<TaskId>,
+    /// Every component with a BMC, by name.
+    pub components: Vec<ComponentPower>,
 }
 
 /// `power.admit` reply.

@@ -12,15 +12,55 @@ use crate::status::status_enum;
 
 status_enum!(
     /// A component's power as its BMC reports it.
-    PowerState, "power", "on, off, unknown" {
+    PowerState, "power", "on, off, powering_on, powering_off, unknown" {
         /// Powered on.
         On => "on",
         /// Powered off.
         Off => "off",
-        /// In transition, not reported, or never read.
+        /// On its way to on (or through a restart).
+        PoweringOn => "powering_on",
+        /// On its way to off (or through a restart).
+        PoweringOff => "powering_off",
+        /// Not reported, or never read.
         Unknown => "unknown",
     }
 );
+
+status_enum!(
+    /// Who saw a component's power, and how: what an observation is worth
+    /// (`docs/operating-safety.md`, "What counts").
+    ObservationSource, "observation source", "watcher, event, read, verify, command, telemetry" {
+        /// The hardware watcher's read of the BMC (a poll, or once its
+        /// event stream opened).
+        Watcher => "watcher",
+        /// The hardware watcher's read after the BMC announced a change.
+        Event => "event",
+        /// A worker's read just before deciding a command.
+        Read => "read",
+        /// A worker's verification poll.
+        Verify => "verify",
+        /// A command Flow sent and the device accepted (the state it leads
+        /// to; counted from when it was reported sent).
+        Command => "command",
+        /// A measured draw (Redfish power metrics), with the state read.
+        Telemetry => "telemetry",
+    }
+);
+
+/// Where workers publish what they read of components' power (core NATS:
+/// a lost message leaves the component as last known, or unknown once
+/// that is stale — never counted lower). Watchers publish on
+/// [`STREAM_STATE`].
+pub const OBSERVED_SUBJECT: &str = "flow.power.observed";
+
+/// A batch of observations on [`OBSERVED_SUBJECT`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Observed {
+    /// Message schema (1).
+    pub schema: u32,
+    /// What was seen.
+    pub states: Vec<ComponentState>,
+}
 
 /// The stream of component states (one message kept per subject).
 pub const STREAM_STATE: &str = "FLOW_STATE";
@@ -29,7 +69,7 @@ pub const STATE_SUBJECTS: &str = "flow.state.>";
 /// Every component's state subject, for subscribers.
 pub const COMPONENT_STATES: &str = "flow.state.component.>";
 
-/// What a watcher saw of one component.
+/// What a watcher (or a worker) saw of one component.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ComponentState {
     /// Message schema (1).
@@ -48,6 +88,20 @@ pub struct ComponentState {
     /// When it was seen so.
     #[serde(with = "crate::task::timestamp")]
     pub observed_at: OffsetDateTime,
+    /// Who saw it (absent: the watcher, as before sources were told).
+    #[serde(default = "watcher", skip_serializing_if = "is_watcher")]
+    pub source: ObservationSource,
+    /// Its draw as the BMC measured it, W, when it reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured_w: Option<u32>,
+}
+
+fn watcher() -> ObservationSource {
+    ObservationSource::Watcher
+}
+
+fn is_watcher(source: &ObservationSource) -> bool {
+    *source == ObservationSource::Watcher
 }
 
 impl ComponentState {
@@ -97,6 +151,8 @@ mod tests {
             reachable: true,
             error: String::new(),
             observed_at: OffsetDateTime::UNIX_EPOCH,
+            source: ObservationSource::Watcher,
+            measured_w: None,
         };
         assert_eq!(s.subject(), "flow.state.component.rack~2e01.c~201");
         let json = serde_json::to_value(&s).unwrap();

@@ -231,6 +231,7 @@ impl Store {
         Store {
             pool: self.pool().clone(),
             audit: Some(scope),
+            power_known_for: self.power_known_for,
         }
     }
 

@@ -8,6 +8,7 @@ pub mod audit;
 mod error;
 pub mod events;
 pub mod hosts;
+pub mod observed;
 pub mod power;
 mod racks;
 mod resolve;
@@ -37,6 +38,9 @@ pub struct Store {
     /// The request whose audit record the next committed change carries
     /// ([`Store::with_audit`]); none outside a request.
     audit: Option<std::sync::Arc<audit::AuditScope>>,
+    /// How long an observation of a component's power is known
+    /// ([`observed::DEFAULT_KNOWN_FOR`] unless set).
+    power_known_for: Duration,
 }
 
 /// How often a store on several hosts checks its current one.
@@ -110,12 +114,28 @@ impl Store {
         if several {
             tokio::spawn(watch_hosts(pool.clone(), list, host.addr));
         }
-        Ok(Store { pool, audit: None })
+        Ok(Store::from_pool(pool))
     }
 
     /// Wraps an existing pool.
     pub fn from_pool(pool: PgPool) -> Store {
-        Store { pool, audit: None }
+        Store {
+            pool,
+            audit: None,
+            power_known_for: observed::DEFAULT_KNOWN_FOR,
+        }
+    }
+
+    /// How long an observation of a component's power is known
+    /// (`docs/operating-safety.md`, "What counts").
+    pub fn with_power_known_for(mut self, known_for: Duration) -> Store {
+        self.power_known_for = known_for;
+        self
+    }
+
+    /// How long an observation of a component's power is known.
+    pub fn power_known_for(&self) -> Duration {
+        self.power_known_for
     }
 
     /// Applies every migration not yet applied (safe to run from several

@@ -26,11 +26,13 @@ use time::OffsetDateTime;
 use crate::racks::{find_rack, rack_record};
 use crate::{Store, StoreError};
 
-/// How long after its grant a command may still be sent: its inrush is
-/// counted for its settle time plus this. In a domain that spaces its
-/// power-ons the slack is narrower (`SPACING_SLACK_MS`,
-/// `shared/decisions/src/admission.rs`): every command there, granted now or
-/// reserved, is answered as a reservation sendable only that long.
+/// How long after its grant a command may still be sent: until it is
+/// reported sent its inrush is counted for this plus its settle time (a
+/// grant never reported expires then); once reported, for its settle time
+/// from the report. In a domain that spaces its power-ons the slack is
+/// narrower (`SPACING_SLACK_MS`, `shared/decisions/src/admission.rs`):
+/// every command there, granted now or reserved, is answered as a
+/// reservation sendable only that long.
 pub const SEND_WINDOW: Duration = Duration::from_secs(1);
 
 /// The SQL condition: whether a `power_waits` row is a wait now: until its
@@ -41,6 +43,7 @@ macro_rules! wait_current {
         "COALESCE(until_at, seen_at + interval '30 seconds') > now()"
     };
 }
+pub(crate) use wait_current;
 
 /// How long after its next ask a command held by the shelves-off cap still
 /// counts as waiting (it asks again every `SHELVES_RETRY_MS`).
@@ -125,7 +128,7 @@ impl Store {
         )
         .execute(&mut *tx)
         .await?;
-        let record = domain_record(&mut tx, &request.name).await?;
+        let record = domain_record(&mut tx, &request.name, self.power_known_for()).await?;
         self.commit(tx).await?;
         tracing::info!(domain = %request.name, budget_kw = ?request.budget_kw, max_shelves_off = ?request.max_shelves_off, min_spacing_ms = ?request.min_spacing_ms, "power domain set");
         Ok(record)
@@ -134,7 +137,7 @@ impl Store {
     /// A domain as it stands.
     pub async fn power_domain(&self, name: &DomainName) -> Result<PowerDomainRecord, StoreError> {
         let mut conn = self.pool().acquire().await?;
-        domain_record(&mut conn, name).await
+        domain_record(&mut conn, name, self.power_known_for()).await
     }
 
     /// Every domain, by name.
@@ -149,7 +152,7 @@ impl Store {
                 what: "power domain name".into(),
                 reason: e,
             })?;
-            domains.push(domain_record(&mut conn, &name).await?);
+            domains.push(domain_record(&mut conn, &name, self.power_known_for()).await?);
         }
         Ok(PowerDomainListReply { domains })
     }
@@ -299,6 +302,7 @@ impl Store {
         let command = if inrush {
             Command::Inrush {
                 excess_w: unsigned(inrush_w - steady_w),
+                steady_w: unsigned(steady_w),
                 hold_ms,
             }
         } else {
@@ -312,6 +316,7 @@ impl Store {
             command,
             excess_w: inrush_w - steady_w,
             hold_ms,
+            settle_ms,
         }))
     }
 
@@ -326,8 +331,15 @@ impl Store {
             return Ok(None);
         };
         let mut conn = self.pool().acquire().await?;
-        let Some(read) =
-            read_domains(&mut conn, &asked.names(), request, asked.inrush, false).await?
+        let Some(read) = read_domains(
+            &mut conn,
+            &asked.names(),
+            request,
+            asked.inrush,
+            false,
+            self.power_known_for(),
+        )
+        .await?
         else {
             return Ok(None);
         };
@@ -346,6 +358,21 @@ impl Store {
         let Some(asked) = self.asked(request).await? else {
             return Ok(Admission::Granted);
         };
+        // What the worker read just before asking is known before deciding.
+        if let Some(seen) = request.observed {
+            self.record_power(&[flow_protocol::state::ComponentState {
+                schema: flow_protocol::api::SCHEMA,
+                rack: request.rack.clone(),
+                component: request.component.clone(),
+                power: seen.power,
+                reachable: true,
+                error: String::new(),
+                observed_at: flow_protocol::task::timestamp::from_ms(seen.at_ms),
+                source: flow_protocol::state::ObservationSource::Read,
+                measured_w: None,
+            }])
+            .await?;
+        }
         let (inrush, command, excess_w, hold_ms) =
             (asked.inrush, asked.command, asked.excess_w, asked.hold_ms);
         let window_ms = u64::try_from(SEND_WINDOW.as_millis()).unwrap_or(u64::MAX);
@@ -354,7 +381,15 @@ impl Store {
             rows,
             states,
             now_ms,
-        }) = read_domains(&mut tx, &asked.names(), request, inrush, true).await?
+        }) = read_domains(
+            &mut tx,
+            &asked.names(),
+            request,
+            inrush,
+            true,
+            self.power_known_for(),
+        )
+        .await?
         else {
             tx.commit().await?;
             return Ok(Admission::Granted);
@@ -375,7 +410,13 @@ impl Store {
                 Admission::Wait { until_ms, reason }
             }
             Decision::Admit => {
-                grant(&mut tx, request, &rows, inrush, excess_w, now, hold_ms).await?;
+                let share = Share {
+                    excess_w,
+                    starts_ms: now,
+                    hold_ms,
+                    settle_ms: asked.settle_ms,
+                };
+                grant(&mut tx, request, &rows, inrush, share).await?;
                 match send_within {
                     // Its slot is now: go at once, but not late.
                     Some(slack) => Admission::Reserved {
@@ -391,7 +432,13 @@ impl Store {
                 reason,
                 domain,
             } => {
-                grant(&mut tx, request, &rows, inrush, excess_w, at_ms, hold_ms).await?;
+                let share = Share {
+                    excess_w,
+                    starts_ms: at_ms,
+                    hold_ms,
+                    settle_ms: asked.settle_ms,
+                };
+                grant(&mut tx, request, &rows, inrush, share).await?;
                 record_wait(&mut tx, request, &domain, at_ms, &reason).await?;
                 Admission::Reserved {
                     at_ms,
@@ -434,8 +481,10 @@ struct Asked {
     command: Command,
     /// Inrush − steady, W.
     excess_w: i64,
-    /// How long a grant holds it, ms.
+    /// How long a grant holds it until reported sent, ms.
     hold_ms: u64,
+    /// How long its inrush lasts once sent, ms.
+    settle_ms: i64,
 }
 
 impl Asked {
@@ -460,6 +509,7 @@ async fn read_domains(
     request: &PowerAdmit,
     inrush: bool,
     lock: bool,
+    known_for: Duration,
 ) -> Result<Option<Read>, StoreError> {
     let sql = if lock {
         "SELECT name, budget_w, max_shelves_off, min_spacing_ms FROM power_domains \
@@ -487,13 +537,24 @@ async fn read_domains(
             budget_w: budget_w.map(unsigned),
             max_shelves_off: max_off.and_then(|n| u32::try_from(n).ok()),
             min_spacing_ms: spacing.map(unsigned),
-            steady_w: 0,
+            known_w: 0,
+            unknown_w: 0,
+            unknown: 0,
             grants: Vec::new(),
             shelves_off: 0,
         };
         if inrush && (budget_w.is_some() || spacing.is_some()) {
             if budget_w.is_some() {
-                state.steady_w = unsigned(domain_steady_w(&mut *conn, name).await?);
+                let draw = crate::observed::domain_draw(
+                    &mut *conn,
+                    name,
+                    (&request.rack, &request.component),
+                    known_for,
+                )
+                .await?;
+                state.known_w = draw.known_w;
+                state.unknown_w = draw.unknown_w;
+                state.unknown = draw.unknown;
             }
             let gap = spacing.map_or(0, |ms| ms + SPACING_SLACK_MS as i64);
             state.grants = live_grants(&mut *conn, name, gap).await?;
@@ -572,17 +633,35 @@ async fn record_wait(
     Ok(())
 }
 
-/// Records a grant starting at `starts_ms`: the inrush share in every
-/// budgeted or spaced domain for `hold_ms`, and the shelf's count.
+/// A grant's share of its domains.
+struct Share {
+    /// Inrush − steady, W.
+    excess_w: i64,
+    /// When it may be sent (epoch ms).
+    starts_ms: u64,
+    /// How long it holds until reported sent, ms.
+    hold_ms: u64,
+    /// How long its inrush lasts once sent, ms.
+    settle_ms: i64,
+}
+
+/// Records a grant starting at `share.starts_ms`: the inrush share in every
+/// budgeted or spaced domain until it is reported sent (at most its hold),
+/// the last moment its command may be sent on its component, and the
+/// shelf's count.
 async fn grant(
     conn: &mut PgConnection,
     request: &PowerAdmit,
     rows: &[DomainRow],
     inrush: bool,
-    excess_w: i64,
-    starts_ms: u64,
-    hold_ms: u64,
+    share: Share,
 ) -> Result<(), StoreError> {
+    let Share {
+        excess_w,
+        starts_ms,
+        hold_ms,
+        settle_ms,
+    } = share;
     let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
     if inrush {
         let counted: Vec<&str> = rows
@@ -592,9 +671,10 @@ async fn grant(
             .collect();
         if !counted.is_empty() {
             sqlx::query(
-                "INSERT INTO power_grants (domain, rack, component, task_id, excess_w, starts_at, expires_at) \
+                "INSERT INTO power_grants \
+                   (domain, rack, component, task_id, excess_w, starts_at, expires_at, settle_ms) \
                  SELECT d, $2, $3, $4, $5, to_timestamp($6::float8 / 1000), \
-                        to_timestamp(($6::float8 + $7::float8) / 1000) \
+                        to_timestamp(($6::float8 + $7::float8) / 1000), $8 \
                  FROM unnest($1::text[]) AS d",
             )
             .bind(&counted)
@@ -604,9 +684,27 @@ async fn grant(
             .bind(excess_w.max(0))
             .bind(starts_ms as f64)
             .bind(hold_ms as f64)
+            .bind(i32::try_from(settle_ms).unwrap_or(i32::MAX))
             .execute(&mut *conn)
             .await?;
         }
+        // Until its send could no longer come, a read of the component
+        // says nothing of this power-on.
+        let window_ms = SEND_WINDOW.as_millis() as f64;
+        sqlx::query(
+            "INSERT INTO component_power (rack, component, power, reachable, source, observed_at, \
+               commanded_until) \
+             VALUES ($1, $2, 'unknown', false, 'command', to_timestamp(0), \
+               to_timestamp(($3::float8 + $4::float8) / 1000)) \
+             ON CONFLICT (rack, component) DO UPDATE SET commanded_until = \
+               greatest(component_power.commanded_until, EXCLUDED.commanded_until)",
+        )
+        .bind(&request.rack)
+        .bind(&request.component)
+        .bind(starts_ms as f64)
+        .bind(window_ms)
+        .execute(&mut *conn)
+        .await?;
         if request.component_type == ComponentType::PowerShelf {
             sqlx::query("DELETE FROM power_shelves_off WHERE rack = $1 AND component = $2")
                 .bind(&request.rack)
@@ -680,6 +778,7 @@ async fn domain_steady_w(conn: &mut PgConnection, domain: &str) -> Result<i64, S
 async fn domain_record(
     conn: &mut PgConnection,
     name: &DomainName,
+    known_for: Duration,
 ) -> Result<PowerDomainRecord, StoreError> {
     let row: Option<LimitsRow> = sqlx::query_as(
         "SELECT budget_w, max_shelves_off, min_spacing_ms, updated_at FROM power_domains \
@@ -701,6 +800,7 @@ async fn domain_record(
     .fetch_all(&mut *conn)
     .await?;
     let steady = domain_steady_w(conn, name.as_str()).await?;
+    let draw = crate::observed::domain_draw(conn, name.as_str(), ("", ""), known_for).await?;
     let (inrush, off, waiting): (i64, i64, i64) = sqlx::query_as(concat!(
         "SELECT \
            (SELECT COALESCE(sum(excess_w), 0)::bigint FROM power_grants \
@@ -721,6 +821,8 @@ async fn domain_record(
         min_spacing_ms: spacing.map(unsigned),
         racks,
         steady_kw: kilowatts(steady),
+        counted_kw: kilowatts(i64::try_from(draw.known_w + draw.unknown_w).unwrap_or(i64::MAX)),
+        unknown: draw.unknown,
         inrush_kw: kilowatts(inrush),
         shelves_off: u32::try_from(off).unwrap_or(u32::MAX),
         waiting: u32::try_from(waiting).unwrap_or(u32::MAX),

@@ -74,9 +74,17 @@ pub struct StackBuilder {
     load_rack: bool,
     metrics: Option<SchedulerMetrics>,
     cluster: usize,
+    power_known_for: Option<Duration>,
 }
 
 impl StackBuilder {
+    /// How long the schedulers hold a read of a component's power as known
+    /// (`flow-scheduler --power-known-for`).
+    pub fn power_known_for(mut self, known_for: Duration) -> Self {
+        self.power_known_for = Some(known_for);
+        self
+    }
+
     /// A JetStream cluster of `nodes` servers instead of one server, with
     /// every stream and the bucket replicated on each (R`nodes`); each
     /// scheduler and worker connects to another node first.
@@ -152,10 +160,13 @@ impl StackBuilder {
             (NatsServer::start_with_config(&self.nats_config), Vec::new())
         };
         let db = TestDb::create().await;
-        let store = Store::connect(db.url(), 5)
+        let mut store = Store::connect(db.url(), 5)
             .await
             .expect("connect the store");
         store.migrate().await.expect("migrate");
+        if let Some(known_for) = self.power_known_for {
+            store = store.with_power_known_for(known_for);
+        }
         let urls = std::iter::once(&nats)
             .chain(&peers)
             .map(NatsServer::url)
@@ -170,6 +181,7 @@ impl StackBuilder {
         let mut stack = Stack {
             schedulers: Vec::new(),
             workers: Vec::new(),
+            watchers: Vec::new(),
             sim,
             worker_config: self.worker.clone(),
             job_ack_wait: self.job_ack_wait,
@@ -224,6 +236,7 @@ struct WorkerTask {
 pub struct Stack {
     schedulers: Vec<Scheduler>,
     workers: Vec<WorkerTask>,
+    watchers: Vec<WorkerTask>,
     sim: Option<Simulator>,
     worker_config: WorkerConfig,
     job_ack_wait: Duration,
@@ -260,6 +273,7 @@ impl Stack {
             load_rack: true,
             metrics: None,
             cluster: 0,
+            power_known_for: None,
         }
     }
 
@@ -404,7 +418,7 @@ impl Stack {
     }
 
     /// Starts a hardware watcher (`flow-worker --watch`) on the simulator's
-    /// BMCs; it stops with the workers.
+    /// BMCs; it stops with the workers (or [`Stack::kill_watchers`]).
     pub fn start_watcher(&mut self, config: flow_worker::watch::WatchConfig) {
         let stop = CancellationToken::new();
         let credentials = Arc::new(CredentialStore::single(
@@ -426,13 +440,21 @@ impl Stack {
             flow_worker::metrics::WatchMetrics::default(),
             stop.clone(),
         ));
-        self.workers.push(WorkerTask { stop, handle });
+        self.watchers.push(WorkerTask { stop, handle });
+    }
+
+    /// Kills every watcher as a crash would.
+    pub async fn kill_watchers(&mut self) {
+        for w in self.watchers.drain(..) {
+            w.handle.abort();
+            let _ = w.handle.await;
+        }
     }
 
     /// Kills every worker as a crash would: their futures are dropped
     /// mid-await, nothing is checkpointed or acknowledged on the way out.
     pub async fn kill_workers(&mut self) {
-        for w in self.workers.drain(..) {
+        for w in self.workers.drain(..).chain(self.watchers.drain(..)) {
             w.handle.abort();
             let _ = w.handle.await;
         }
@@ -450,7 +472,7 @@ impl Stack {
     /// when one did not return within 10 s.
     pub async fn stop_workers(&mut self) -> bool {
         let mut in_time = true;
-        for w in self.workers.drain(..) {
+        for w in self.workers.drain(..).chain(self.watchers.drain(..)) {
             w.stop.cancel();
             in_time &= tokio::time::timeout(WORKER_STOP, w.handle).await.is_ok();
         }

@@ -5,6 +5,7 @@
 pub mod audit;
 pub mod confirm;
 pub mod events;
+pub mod rack;
 pub mod runs;
 pub mod schedules;
 pub mod site;

@@ -104,7 +104,7 @@ fn tile(
         article.rack.busy[open.is_some()].locked[locks > 0] data-rack=(rack.name) data-locks=(locks)
             data-held=[marks.held.get(&rack.name)] {
             header {
-                h2 { (rack.name) }
+                h2 { a href={ "/racks/" (rack.name) } { (rack.name) } }
                 span.model { (rack.model) }
                 @if !rack.location.is_empty() { span.location { (rack.location) } }
             }

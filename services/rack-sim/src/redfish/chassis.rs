@@ -1,5 +1,7 @@
 //! `Chassis`, a chassis, and a power shelf's reset action, power subsystem
-//! and power supplies.
+//! and power supplies; every chassis' measured draw (`EnvironmentMetrics`
+//! `PowerWatts`, from the draw model) and a shelf's supplies' output
+//! (`PowerSupplyMetrics`: the rack's draw shared by the shelves' supplies).
 
 use serde_json::{Value, json};
 
@@ -74,6 +76,7 @@ pub(crate) fn chassis(view: &View<'_>) -> Value {
         "SerialNumber": c.serial,
         "Status": super::event::chassis_status(view),
         "Links": links,
+        "EnvironmentMetrics": link(format!("{uri}/EnvironmentMetrics")),
     });
     if profile.power_resource == PowerResource::Chassis
         && let Some(fields) = body.as_object_mut()
@@ -128,5 +131,44 @@ pub(crate) fn power_supply(view: &View<'_>, n: u8) -> Value {
         "SerialNumber": format!("{}-PSU{n}", view.component.serial),
         "PowerSupplyType": "AC",
         "Status": status(output_up(view.power)),
+        "Metrics": link(format!("{uri}/Metrics")),
+    })
+}
+
+/// Watts as a sensor reading: to the watt.
+fn reading(watts: f64) -> Value {
+    json!({ "Reading": watts.round() })
+}
+
+/// `GET …/EnvironmentMetrics`: what the component draws now.
+pub(crate) fn environment_metrics(view: &View<'_>) -> Value {
+    json!({
+        "@odata.id": format!("{}/EnvironmentMetrics", chassis_uri(view)),
+        "@odata.type": "#EnvironmentMetrics.v1_3_0.EnvironmentMetrics",
+        "Id": "EnvironmentMetrics",
+        "Name": "Environment Metrics",
+        "PowerWatts": reading(view.watts),
+    })
+}
+
+/// `GET …/PowerSupplies/<n>/Metrics`: a supply's share of what its rack
+/// draws (the rack's draw over every shelf's supplies), while its output is
+/// up.
+pub(crate) fn power_supply_metrics(view: &View<'_>, n: u8) -> Value {
+    let uri = format!(
+        "{}/PowerSubsystem/PowerSupplies/{n}/Metrics",
+        chassis_uri(view)
+    );
+    let share = if output_up(view.power) {
+        view.rack_watts / f64::from(SHELF_POWER_SUPPLIES) / f64::from(view.shelves_on.max(1))
+    } else {
+        0.0
+    };
+    json!({
+        "@odata.id": uri,
+        "@odata.type": "#PowerSupplyMetrics.v1_1_0.PowerSupplyMetrics",
+        "Id": "Metrics",
+        "Name": format!("Power Supply {n} Metrics"),
+        "OutputPowerWatts": reading(share),
     })
 }

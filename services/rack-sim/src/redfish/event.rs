@@ -31,7 +31,7 @@ use super::route::ROOT;
 use super::subscription::Listed;
 use super::task::task_uri;
 use crate::model::{Change, Component, Condition, PowerState};
-use crate::vendor::Ids;
+use crate::vendor::{EventProfile, Ids};
 use crate::world::{Announced, ComponentRef, RaisedEvent, World};
 
 /// How often an idle stream sends a comment line.
@@ -165,8 +165,17 @@ fn change_record(view: &View<'_>, id: u64, when: &str, change: Change) -> Value 
     })
 }
 
-/// The Redfish `Event` of one announcement.
-fn event_body(world: &World, at: ComponentRef, raised: &RaisedEvent) -> Value {
+/// The Redfish `Event` of one announcement under the BMC's event profile,
+/// or `None` when the profile announces nothing of it.
+fn event_body(
+    world: &World,
+    at: ComponentRef,
+    raised: &RaisedEvent,
+    profile: EventProfile,
+) -> Option<Value> {
+    if profile == EventProfile::None {
+        return None;
+    }
     let record = world.with_rack(at.rack, |rack, now, _| {
         let component = &rack.components[at.component];
         match &raised.what {
@@ -175,15 +184,42 @@ fn event_body(world: &World, at: ComponentRef, raised: &RaisedEvent) -> Value {
             }
             Announced::Change { id, when, change } => {
                 let when = when.format(&Rfc3339).unwrap_or_default();
-                change_record(&world.view(at, component, now), *id, &when, *change)
+                let view = world.view(at, component, now);
+                match (profile, change) {
+                    (EventProfile::OpenbmcLog, Change::Power { state, .. }) => {
+                        log_record(&view, *id, &when, *state)
+                    }
+                    _ => change_record(&view, *id, &when, *change),
+                }
             }
         }
     });
-    json!({
+    Some(json!({
         "@odata.type": "#Event.v1_7_0.Event",
         "Id": raised.id().to_string(),
         "Name": "Event",
         "Events": [record],
+    }))
+}
+
+/// A power change as an OpenBMC image with phosphor-sel-logger's pulse
+/// monitor logs it: `OpenBMC.0.1.DCPowerOn` when the host reaches running,
+/// `DCPowerOff` when it is off; no `OriginOfCondition`.
+fn log_record(view: &View<'_>, id: u64, when: &str, state: PowerState) -> Value {
+    let (message_id, message) = if state == PowerState::On {
+        ("OpenBMC.0.1.DCPowerOn", "Host system DC power is on")
+    } else {
+        ("OpenBMC.0.1.DCPowerOff", "Host system DC power is off")
+    };
+    tracing::trace!(component = %view.component.name, message_id, "log event");
+    json!({
+        "EventId": id.to_string(),
+        "EventTimestamp": when,
+        "EventType": "Event",
+        "MessageId": message_id,
+        "Message": message,
+        "MessageArgs": [],
+        "MessageSeverity": "OK",
     })
 }
 
@@ -234,7 +270,13 @@ impl Stream {
                 Next::End => None,
                 Next::KeepAlive => Some(Bytes::from_static(b": keep-alive\n\n")),
                 Next::Event(raised) => {
-                    let body = event_body(&self.world, at, &raised);
+                    // Announced as the BMC's profile says, or not at all.
+                    let Some(profile) = self.world.announces(at) else {
+                        continue;
+                    };
+                    let Some(body) = event_body(&self.world, at, &raised, profile) else {
+                        continue;
+                    };
                     Some(Bytes::from(format!(
                         "id: {}\ndata: {body}\n\n",
                         raised.id()

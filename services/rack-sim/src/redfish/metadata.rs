@@ -31,6 +31,14 @@ const SCHEMAS: &[(&str, &[&str])] = &[
     ),
     ("PowerSupplyCollection_v1", &["PowerSupplyCollection"]),
     ("PowerSupply_v1", &["PowerSupply", "PowerSupply.v1_5_0"]),
+    (
+        "PowerSupplyMetrics_v1",
+        &["PowerSupplyMetrics", "PowerSupplyMetrics.v1_1_0"],
+    ),
+    (
+        "EnvironmentMetrics_v1",
+        &["EnvironmentMetrics", "EnvironmentMetrics.v1_3_0"],
+    ),
     ("ManagerCollection_v1", &["ManagerCollection"]),
     ("Manager_v1", &["Manager", "Manager.v1_19_0"]),
     (

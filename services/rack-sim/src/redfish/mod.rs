@@ -250,6 +250,8 @@ fn get(route: Route, path: &str, view: &View<'_>, listed: &Listed) -> Result<Val
         Route::PowerSubsystem => chassis::power_subsystem(view),
         Route::PowerSupplies => chassis::power_supplies(view),
         Route::PowerSupply(n) => chassis::power_supply(view, n),
+        Route::PowerSupplyMetrics(n) => chassis::power_supply_metrics(view, n),
+        Route::EnvironmentMetrics => chassis::environment_metrics(view),
         Route::Managers => manager::managers(view),
         Route::Manager => manager::manager(view),
         Route::UpdateService => update::update_service(),

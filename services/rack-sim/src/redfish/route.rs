@@ -34,6 +34,10 @@ pub(crate) enum Route {
     PowerSupplies,
     /// `…/PowerSubsystem/PowerSupplies/<n>` (shelves).
     PowerSupply(u8),
+    /// `…/PowerSubsystem/PowerSupplies/<n>/Metrics` (shelves).
+    PowerSupplyMetrics(u8),
+    /// `/redfish/v1/Chassis/<id>/EnvironmentMetrics`: the draw.
+    EnvironmentMetrics,
     /// `/redfish/v1/Managers`.
     Managers,
     /// `/redfish/v1/Managers/<id>`.
@@ -149,6 +153,21 @@ impl Route {
                 }
                 Route::PowerSupply(n)
             }
+            [
+                "Chassis",
+                id,
+                "PowerSubsystem",
+                "PowerSupplies",
+                n,
+                "Metrics",
+            ] if is_chassis(id) && is_shelf => {
+                let n: u8 = canonical_number(n)?;
+                if n >= SHELF_POWER_SUPPLIES {
+                    return None;
+                }
+                Route::PowerSupplyMetrics(n)
+            }
+            ["Chassis", id, "EnvironmentMetrics"] if is_chassis(id) => Route::EnvironmentMetrics,
             ["Managers"] => Route::Managers,
             ["Managers", id] if *id == ids.manager => Route::Manager,
             ["UpdateService"] => Route::UpdateService,

@@ -1,5 +1,6 @@
 //! The power endpoints: `power_domain.*`, `power_model.*`,
-//! `rack.power_domains` and the workers' `power.admit`.
+//! `rack.power_domains`, `rack.power` and the workers' `power.admit` and
+//! `power.sent`.
 
 use flow_protocol::api::ApiError;
 use flow_protocol::api::endpoint as ep;
@@ -58,5 +59,21 @@ impl Handle for ep::RackPowerDomains {
 impl Handle for ep::PowerAdmit {
     async fn handle(cx: Cx<'_>, r: Self::Request) -> Result<Self::Reply, ApiError> {
         cx.store.admit_power(&r).await.map_err(store_error)
+    }
+}
+
+impl Handle for ep::PowerSent {
+    async fn handle(cx: Cx<'_>, r: Self::Request) -> Result<Self::Reply, ApiError> {
+        cx.store.power_sent(&r).await.map_err(store_error)
+    }
+}
+
+impl Handle for ep::RackPower {
+    async fn handle(cx: Cx<'_>, r: Self::Request) -> Result<Self::Reply, ApiError> {
+        let known_for = cx.store.power_known_for();
+        cx.store
+            .rack_power(&r.rack, known_for)
+            .await
+            .map_err(store_error)
     }
 }

@@ -138,6 +138,8 @@ pub static ROUTES: &[Route] = &[
     route::<ep::PowerModelList>(),
     route::<ep::RackPowerDomains>(),
     route::<ep::PowerAdmit>(),
+    route::<ep::PowerSent>(),
+    route::<ep::RackPower>(),
     route::<ep::AuditList>(),
 ];
 

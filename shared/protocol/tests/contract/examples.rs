@@ -854,6 +854,8 @@ fn domain_record(limited: bool) -> PowerDomainRecord {
         min_spacing_ms: limited.then_some(250),
         racks: vec!["rack-01".into()],
         steady_kw: 1180.0,
+        counted_kw: if limited { 640.2 } else { 1180.0 },
+        unknown: if limited { 12 } else { 0 },
         inrush_kw: 0.5,
         shelves_off: 1,
         waiting: 3,
@@ -1479,6 +1481,10 @@ pub fn catalog() -> Catalog {
             operation: PowerOperation::ForcePowerOff,
             domains: vec!["row=B".parse().unwrap()],
             emergency: true,
+            observed: Some(flow_protocol::power::SeenPower {
+                power: flow_protocol::state::PowerState::On,
+                at_ms: 1_772_330_400_000,
+            }),
         }],
         vec![
             Admission::Granted,
@@ -1495,6 +1501,61 @@ pub fn catalog() -> Catalog {
                 reason: "row=B's budget is below its steady draw".into(),
             },
         ],
+    );
+    c.add::<ep::PowerSent>(
+        vec![flow_protocol::power::PowerSent {
+            task: TaskId::new(),
+            rack: "rack-01".into(),
+            sent: vec![flow_protocol::power::SentCommand {
+                component: "compute-01".into(),
+                operation: PowerOperation::PowerOn,
+                at_ms: 1_772_330_400_260,
+            }],
+        }],
+        vec![flow_protocol::power::PowerSentReply { grants: 1 }],
+    );
+    c.add::<ep::RackPower>(
+        vec![flow_protocol::power::RackPowerRequest { rack: rack_ref() }],
+        vec![flow_protocol::power::RackPowerReply {
+            rack: "rack-01".into(),
+            domains: vec!["row=B".parse().unwrap()],
+            known_for_s: 60,
+            task: Some(TaskId::new()),
+            components: vec![
+                flow_protocol::power::ComponentPower {
+                    component: "compute-01".into(),
+                    component_type: ComponentType::Compute,
+                    power: flow_protocol::state::PowerState::On,
+                    reachable: true,
+                    source: Some(flow_protocol::state::ObservationSource::Telemetry),
+                    observed_at: Some(T0),
+                    age_s: Some(3.2),
+                    measured_w: Some(5_612),
+                    steady_w: 5_400,
+                    counted: flow_protocol::power::Counted::On,
+                    counted_w: 5_612,
+                    desired: Some(flow_protocol::state::PowerState::On),
+                    inrush_w: None,
+                    held: None,
+                },
+                flow_protocol::power::ComponentPower {
+                    component: "compute-02".into(),
+                    component_type: ComponentType::Compute,
+                    power: flow_protocol::state::PowerState::Off,
+                    reachable: false,
+                    source: None,
+                    observed_at: None,
+                    age_s: None,
+                    measured_w: None,
+                    steady_w: 5_400,
+                    counted: flow_protocol::power::Counted::Unknown,
+                    counted_w: 5_400,
+                    desired: None,
+                    inrush_w: Some(3_600),
+                    held: Some("waiting for power budget in row=B: 1,180 of 1,200 kW".into()),
+                },
+            ],
+        }],
     );
     c.add::<ep::AuditList>(
         vec![

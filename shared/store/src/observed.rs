@@ -1,0 +1,372 @@
+//! Power as observed (`docs/operating-safety.md`, "What counts"): each
+//! component's power as last read — when, by what, whether its BMC
+//! answered — and its measured draw, recorded from the watchers' and the
+//! workers' reads and from the commands Flow sent; and how each component
+//! counts against its domains' budgets because of it.
+//!
+//! A component counts:
+//! * **granted** — a power-on Flow granted and not yet settled: its steady
+//!   draw (the grant's inrush is counted by admission apart);
+//! * **off** — read off within the known-for window by a BMC that answered,
+//!   and after the last moment a power-on Flow granted for it may have
+//!   been sent: nothing;
+//! * **unpowered** — a tray whose rack's power shelves are all known off:
+//!   nothing;
+//! * **on** — read on within the window: its steady draw, or its measured
+//!   draw where that is fresh and higher;
+//! * **unknown** — anything else (never read, read too long ago, its BMC
+//!   not answering, moving): its steady draw, as before Flow counted by
+//!   state.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use flow_protocol::TaskId;
+use flow_protocol::ids::RackRef;
+use flow_protocol::power::{ComponentPower, Counted, PowerSent, PowerSentReply, RackPowerReply};
+use flow_protocol::state::{ComponentState, ObservationSource, PowerState};
+use flow_rules::ComponentType;
+use sqlx::PgConnection;
+use time::OffsetDateTime;
+
+use crate::{Store, StoreError};
+
+/// How long an observation is known when nothing says otherwise: longer
+/// than the watcher's power read period (30 s) so that a BMC read every
+/// round stays known between reads.
+pub const DEFAULT_KNOWN_FOR: Duration = Duration::from_secs(60);
+
+/// The most observations recorded in one statement.
+const BATCH: usize = 1_000;
+
+/// The per-component count, as SQL over the components the filter keeps
+/// (`$1` the known-for window in seconds; the filter's own parameters from
+/// `$2`): one row per component with its rack, name, type, steady draw,
+/// observation, live grant and class.
+macro_rules! counted_sql {
+    ($filter:literal) => {
+        concat!(
+            "WITH c AS ( \
+           SELECT r.name AS rack, c.name AS component, c.component_type, c.bmc_url, \
+             COALESCE(m.steady_w, d.steady_w, 0)::bigint AS steady_w, \
+             p.power, p.reachable, p.source, p.observed_at, p.measured_w, p.measured_at, \
+             p.commanded_until, \
+             (p.observed_at IS NOT NULL AND p.reachable \
+               AND p.observed_at >= clock_timestamp() - make_interval(secs => $1)) AS fresh, \
+             (SELECT max(g.excess_w) FROM power_grants g WHERE g.rack = r.name \
+               AND g.component = c.name AND g.expires_at > clock_timestamp()) AS grant_w \
+           FROM racks r JOIN components c ON c.rack_id = r.id \
+           LEFT JOIN power_models m ON m.component_type = c.component_type \
+                AND m.rack_model = r.model AND r.model <> '' \
+           LEFT JOIN power_models d ON d.component_type = c.component_type AND d.rack_model = '' \
+           LEFT JOIN component_power p ON p.rack = r.name AND p.component = c.name \
+           WHERE ",
+            $filter,
+            " \
+         ), k AS ( \
+           SELECT *, (fresh AND power = 'off' \
+                       AND (commanded_until IS NULL OR observed_at > commanded_until)) AS known_off, \
+                     (fresh AND power = 'on') AS known_on \
+           FROM c \
+         ), s AS ( \
+           SELECT rack, bool_and(known_off) AS all_off FROM k \
+           WHERE component_type = 'PowerShelf' GROUP BY rack \
+         ) \
+         SELECT k.rack, k.component, k.component_type, k.bmc_url, k.steady_w, k.power, \
+           k.reachable, k.source, k.observed_at, k.measured_w, k.measured_at, k.grant_w, \
+           CASE WHEN k.grant_w IS NOT NULL THEN 'granted' \
+                WHEN k.known_off THEN 'off' \
+                WHEN k.component_type IN ('Compute', 'NVSwitch') AND COALESCE(s.all_off, false) \
+                  THEN 'unpowered' \
+                WHEN k.known_on THEN 'on' \
+                ELSE 'unknown' END AS counted, \
+           CASE WHEN k.known_on AND k.measured_w IS NOT NULL \
+                  AND k.measured_at >= clock_timestamp() - make_interval(secs => $1) \
+                THEN greatest(k.steady_w, k.measured_w) ELSE k.steady_w END AS on_w \
+         FROM k LEFT JOIN s ON s.rack = k.rack"
+        )
+    };
+}
+
+/// One component's row of [`counted_sql!`].
+#[derive(sqlx::FromRow)]
+struct CountedRow {
+    rack: String,
+    component: String,
+    component_type: String,
+    bmc_url: String,
+    steady_w: i64,
+    power: Option<String>,
+    reachable: Option<bool>,
+    source: Option<String>,
+    observed_at: Option<OffsetDateTime>,
+    measured_w: Option<i32>,
+    #[allow(dead_code)]
+    measured_at: Option<OffsetDateTime>,
+    grant_w: Option<i64>,
+    counted: String,
+    on_w: i64,
+}
+
+impl CountedRow {
+    fn counted(&self) -> Counted {
+        match self.counted.as_str() {
+            "granted" => Counted::Granted,
+            "off" => Counted::Off,
+            "unpowered" => Counted::Unpowered,
+            "on" => Counted::On,
+            _ => Counted::Unknown,
+        }
+    }
+
+    /// What it counts for, W.
+    fn counted_w(&self) -> u64 {
+        let w = match self.counted() {
+            Counted::Off | Counted::Unpowered => 0,
+            Counted::On => self.on_w,
+            Counted::Granted | Counted::Unknown => self.steady_w,
+        };
+        u64::try_from(w).unwrap_or(0)
+    }
+}
+
+/// What a domain's components other than one count for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct DomainDraw {
+    /// Known on (or granted), W.
+    pub known_w: u64,
+    /// Not known, at steady draw, W.
+    pub unknown_w: u64,
+    /// How many are not known.
+    pub unknown: u32,
+}
+
+fn window_s(known_for: Duration) -> f64 {
+    known_for.as_secs_f64()
+}
+
+/// What the components of `domain`'s racks, but `except` (rack,
+/// component), count for now.
+pub(crate) async fn domain_draw(
+    conn: &mut PgConnection,
+    domain: &str,
+    except: (&str, &str),
+    known_for: Duration,
+) -> Result<DomainDraw, StoreError> {
+    let rows: Vec<CountedRow> =
+        sqlx::query_as(counted_sql!("r.power_domains @> ARRAY[$2]::text[]"))
+            .bind(window_s(known_for))
+            .bind(domain)
+            .fetch_all(&mut *conn)
+            .await?;
+    let mut draw = DomainDraw::default();
+    for row in rows
+        .iter()
+        .filter(|r| (r.rack.as_str(), r.component.as_str()) != except)
+    {
+        if row.counted() == Counted::Unknown {
+            draw.unknown_w += row.counted_w();
+            draw.unknown += 1;
+        } else {
+            draw.known_w += row.counted_w();
+        }
+    }
+    Ok(draw)
+}
+
+/// A power state's name as stored.
+fn power_name(p: PowerState) -> &'static str {
+    p.as_str()
+}
+
+impl Store {
+    /// Records observations: each replaces what is known of its component
+    /// only when newer. Returns how many did.
+    pub async fn record_power(&self, states: &[ComponentState]) -> Result<u64, StoreError> {
+        // The newest per component (one statement may not touch a row twice).
+        let mut newest: BTreeMap<(&str, &str), &ComponentState> = BTreeMap::new();
+        for s in states {
+            let key = (s.rack.as_str(), s.component.as_str());
+            if newest
+                .get(&key)
+                .is_none_or(|o| o.observed_at < s.observed_at)
+            {
+                newest.insert(key, s);
+            }
+        }
+        let all: Vec<&ComponentState> = newest.into_values().collect();
+        let mut recorded = 0;
+        for chunk in all.chunks(BATCH) {
+            let racks: Vec<&str> = chunk.iter().map(|s| s.rack.as_str()).collect();
+            let components: Vec<&str> = chunk.iter().map(|s| s.component.as_str()).collect();
+            let powers: Vec<&str> = chunk.iter().map(|s| power_name(s.power)).collect();
+            let reachable: Vec<bool> = chunk.iter().map(|s| s.reachable).collect();
+            let sources: Vec<&str> = chunk.iter().map(|s| s.source.as_str()).collect();
+            let at: Vec<OffsetDateTime> = chunk.iter().map(|s| s.observed_at).collect();
+            let measured: Vec<Option<i32>> = chunk
+                .iter()
+                .map(|s| s.measured_w.and_then(|w| i32::try_from(w).ok()))
+                .collect();
+            recorded += sqlx::query(
+                "INSERT INTO component_power \
+                   (rack, component, power, reachable, source, observed_at, measured_w, measured_at) \
+                 SELECT rack, component, power, reachable, source, observed_at, measured_w, \
+                        CASE WHEN measured_w IS NULL THEN NULL ELSE observed_at END \
+                 FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], \
+                             $6::timestamptz[], $7::int[]) \
+                   AS o(rack, component, power, reachable, source, observed_at, measured_w) \
+                 ON CONFLICT (rack, component) DO UPDATE SET \
+                   power = EXCLUDED.power, reachable = EXCLUDED.reachable, \
+                   source = EXCLUDED.source, observed_at = EXCLUDED.observed_at, \
+                   measured_w = COALESCE(EXCLUDED.measured_w, component_power.measured_w), \
+                   measured_at = COALESCE(EXCLUDED.measured_at, component_power.measured_at) \
+                 WHERE EXCLUDED.observed_at > component_power.observed_at",
+            )
+            .bind(&racks)
+            .bind(&components)
+            .bind(&powers)
+            .bind(&reachable)
+            .bind(&sources)
+            .bind(&at)
+            .bind(&measured)
+            .execute(self.pool())
+            .await?
+            .rows_affected();
+        }
+        Ok(recorded)
+    }
+
+    /// Records that the devices accepted a task's power-ons: each one's
+    /// grants count its inrush until its settle time has passed from now
+    /// (the report's arrival: never earlier than the send), and the
+    /// component is known to be powering on, by command.
+    pub async fn power_sent(&self, report: &PowerSent) -> Result<PowerSentReply, StoreError> {
+        let components: Vec<&str> = report.sent.iter().map(|s| s.component.as_str()).collect();
+        let mut tx = self.pool().begin().await?;
+        let grants = sqlx::query(
+            "UPDATE power_grants SET sent_at = clock_timestamp(), \
+               expires_at = least(expires_at, \
+                 clock_timestamp() + make_interval(secs => settle_ms / 1000.0)) \
+             WHERE task_id = $1 AND rack = $2 AND component = ANY($3) AND sent_at IS NULL \
+               AND starts_at <= clock_timestamp()",
+        )
+        .bind(report.task.as_uuid())
+        .bind(&report.rack)
+        .bind(&components)
+        .execute(&mut *tx)
+        .await?
+        .rows_affected();
+        sqlx::query(
+            "INSERT INTO component_power \
+               (rack, component, power, reachable, source, observed_at, commanded_until) \
+             SELECT $1, c, 'powering_on', true, 'command', clock_timestamp(), clock_timestamp() \
+             FROM unnest($2::text[]) AS c \
+             ON CONFLICT (rack, component) DO UPDATE SET \
+               power = 'powering_on', reachable = true, source = 'command', \
+               observed_at = greatest(component_power.observed_at, EXCLUDED.observed_at), \
+               commanded_until = greatest(component_power.commanded_until, EXCLUDED.commanded_until)",
+        )
+        .bind(&report.rack)
+        .bind(&components)
+        .execute(&mut *tx)
+        .await?;
+        self.commit(tx).await?;
+        Ok(PowerSentReply {
+            grants: u32::try_from(grants).unwrap_or(u32::MAX),
+        })
+    }
+
+    /// Each component of a rack (with a BMC): its power as known, how it
+    /// counts, its desired power (the rack's open task) and any held
+    /// command.
+    pub async fn rack_power(
+        &self,
+        rack: &RackRef,
+        known_for: Duration,
+    ) -> Result<RackPowerReply, StoreError> {
+        let record = self.get_rack(rack).await?;
+        let mut conn = self.pool().acquire().await?;
+        let rows: Vec<CountedRow> = sqlx::query_as(counted_sql!("r.name = $2"))
+            .bind(window_s(known_for))
+            .bind(&record.name)
+            .fetch_all(&mut *conn)
+            .await?;
+        // The rack's open task, and the components it acts on.
+        let open: Option<(uuid::Uuid, String, Vec<String>)> = sqlx::query_as(
+            "SELECT t.id, t.operation_code, \
+               COALESCE((SELECT array_agg(x->>'name') FROM jsonb_each(t.components) e, \
+                 jsonb_array_elements(e.value) x), '{}') \
+             FROM tasks t WHERE t.rack_name = $1 AND t.status = 'running' \
+             ORDER BY t.created_at DESC LIMIT 1",
+        )
+        .bind(&record.name)
+        .fetch_optional(&mut *conn)
+        .await?;
+        let held: Vec<(String, String)> = sqlx::query_as(concat!(
+            "SELECT component, reason FROM power_waits WHERE rack = $1 AND ",
+            crate::power::wait_current!(),
+        ))
+        .bind(&record.name)
+        .fetch_all(&mut *conn)
+        .await?;
+        let held: BTreeMap<String, String> = held.into_iter().collect();
+        // A power task's end: off for a power-off, on for any other.
+        let desired_power = open.as_ref().and_then(|(_, operation, _)| {
+            use flow_rules::PowerOperation as P;
+            match operation.parse::<P>().ok()? {
+                P::PowerOff | P::ForcePowerOff => Some(PowerState::Off),
+                _ => Some(PowerState::On),
+            }
+        });
+        let now = OffsetDateTime::now_utc();
+        let mut components = Vec::new();
+        for row in &rows {
+            if row.bmc_url.is_empty() {
+                continue;
+            }
+            let component_type: ComponentType =
+                row.component_type
+                    .parse()
+                    .map_err(|e: flow_rules::UnknownComponentType| StoreError::Corrupt {
+                        what: "component type".into(),
+                        reason: e.to_string(),
+                    })?;
+            let acted_on = open
+                .as_ref()
+                .is_some_and(|(_, _, names)| names.is_empty() || names.contains(&row.component));
+            components.push(ComponentPower {
+                component: row.component.clone(),
+                component_type,
+                power: row
+                    .power
+                    .as_deref()
+                    .and_then(|p| p.parse().ok())
+                    .unwrap_or(PowerState::Unknown),
+                reachable: row.reachable.unwrap_or(false),
+                source: row
+                    .source
+                    .as_deref()
+                    .and_then(|s| s.parse::<ObservationSource>().ok()),
+                observed_at: row.observed_at,
+                age_s: row
+                    .observed_at
+                    .map(|t| ((now - t).as_seconds_f64() * 10.0).round() / 10.0),
+                measured_w: row.measured_w.and_then(|w| u32::try_from(w).ok()),
+                steady_w: u32::try_from(row.steady_w).unwrap_or(0),
+                counted: row.counted(),
+                counted_w: u32::try_from(row.counted_w()).unwrap_or(u32::MAX),
+                desired: if acted_on { desired_power } else { None },
+                inrush_w: row.grant_w.and_then(|w| u32::try_from(w).ok()),
+                held: held.get(&row.component).cloned(),
+            });
+        }
+        components.sort_by(|a, b| a.component.cmp(&b.component));
+        Ok(RackPowerReply {
+            rack: record.name,
+            domains: record.power_domains,
+            known_for_s: known_for.as_secs(),
+            task: open.map(|(id, _, _)| TaskId(id)),
+            components,
+        })
+    }
+}
