@@ -548,6 +548,19 @@ fn endpoint_cases() -> Vec<Case> {
             Some("operation"),
         ),
         (
+            endpoint::PowerSent::NAME,
+            json!({"task": id, "rack": "rack-01",
+                   "sent": [{"component": "compute-01", "operation": "power_on", "at_ms": 1}]}),
+            ("sent", json!("soon")),
+            Some("sent"),
+        ),
+        (
+            endpoint::RackPower::NAME,
+            json!({"rack": "rack-01"}),
+            ("rack", json!(7)),
+            Some("rack"),
+        ),
+        (
             endpoint::AuditList::NAME,
             json!({"since": "2026-12-05T00:00:00Z", "rack": "r1"}),
             ("since", json!("yesterday")),

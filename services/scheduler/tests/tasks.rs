@@ -1733,14 +1733,13 @@ async fn every_event_profile_gives_the_same_outcome_and_only_the_speed_differs()
                         waited < interval_ms,
                         "{name} {operation} {tray}: polls {polls:?} waited out the interval"
                     ),
-                    _ => {
-                        for pair in polls.windows(2) {
-                            assert!(
-                                pair[1] - pair[0] >= interval_ms - 100,
-                                "{name} {operation} {tray}: polls {polls:?} before the interval"
-                            );
-                        }
-                    }
+                    // (A stream that opens wakes a waiting poll once: it
+                    // may have missed a change. The change itself is then
+                    // read only at the interval.)
+                    _ => assert!(
+                        polls.len() < 2 || waited >= interval_ms - 100,
+                        "{name} {operation} {tray}: polls {polls:?} saw the change before the interval"
+                    ),
                 }
             }
         }
