@@ -550,6 +550,7 @@ impl Cluster {
         let mut all = flow_rack_sim::SimState {
             requests_total: 0,
             peak_concurrent_requests_per_bmc: 0,
+            requests_by_purpose: std::collections::BTreeMap::new(),
             logins_total: 0,
             sessions_open: 0,
             racks: Vec::new(),
@@ -564,6 +565,9 @@ impl Cluster {
                 .json()
                 .await?;
             all.requests_total += s.requests_total;
+            for (purpose, n) in s.requests_by_purpose {
+                *all.requests_by_purpose.entry(purpose).or_default() += n;
+            }
             all.logins_total += s.logins_total;
             all.sessions_open += s.sessions_open;
             all.peak_concurrent_requests_per_bmc = all

@@ -336,6 +336,8 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
             }
             println!("{}", report::table(&reports));
             println!();
+            println!("{}", report::requests_table(&reports));
+            println!();
             println!("{}", report::usage_table(&reports));
             println!();
             println!("{}", report::cpu_table(&reports));

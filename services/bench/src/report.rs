@@ -79,6 +79,33 @@ pub fn table(reports: &[Report]) -> String {
     t.to_string()
 }
 
+/// Redfish requests per component by what they were for, as the
+/// simulator tells them apart (`services/rack-sim/src/gauge.rs`): the
+/// reads and commands an operation needs, and what reaching a BMC costs
+/// once (a login, discovering its resources, opening its event stream).
+pub fn requests_table(reports: &[Report]) -> String {
+    const PURPOSES: [&str; 5] = ["read", "command", "session", "discovery", "events"];
+    let mut t = Table::new();
+    t.load_preset(ASCII_MARKDOWN);
+    let mut header = vec!["scenario".to_owned(), "req/component".to_owned()];
+    header.extend(PURPOSES.iter().map(|p| (*p).to_owned()));
+    header.push("read + command".to_owned());
+    t.set_header(header);
+    for r in reports {
+        let of = |p: &str| {
+            r.requests_per_component_by_purpose
+                .get(p)
+                .copied()
+                .unwrap_or_default()
+        };
+        let mut row = vec![r.scenario.name.clone(), f1(r.requests_per_component)];
+        row.extend(PURPOSES.iter().map(|p| format!("{:.2}", of(p))));
+        row.push(format!("{:.2}", of("read") + of("command")));
+        t.add_row(row);
+    }
+    t.to_string()
+}
+
 /// CPU seconds and peak RSS per process, one row per scenario.
 pub fn usage_table(reports: &[Report]) -> String {
     let mut t = Table::new();

@@ -216,6 +216,10 @@ pub struct Report {
     pub requests_per_call: f64,
     /// Redfish requests per component the run drove.
     pub requests_per_component: f64,
+    /// Those by what they were for (`read`, `command`, `session`,
+    /// `discovery`, `events`), per component.
+    #[serde(default)]
+    pub requests_per_component_by_purpose: BTreeMap<String, f64>,
     /// The same server's raw JetStream rate.
     pub raw_jetstream: RawRate,
     /// jobs_per_s / raw rate.
@@ -352,6 +356,12 @@ async fn measure(
     let raw_http = raw_http(cluster).await?;
     let secs = makespan.as_secs_f64();
     let jobs_per_s = step_jobs as f64 / secs;
+    let sim_components = sim
+        .racks
+        .iter()
+        .map(|r| r.components.len())
+        .sum::<usize>()
+        .max(1) as f64;
     Ok(Report {
         scenario: s.clone(),
         tasks,
@@ -372,13 +382,12 @@ async fn measure(
         redfish_requests: sim.requests_total,
         peak_requests_per_bmc: sim.peak_concurrent_requests_per_bmc,
         requests_per_call: sim.requests_total as f64 / (hardware_calls.max(1) as f64),
-        requests_per_component: sim.requests_total as f64
-            / (sim
-                .racks
-                .iter()
-                .map(|r| r.components.len())
-                .sum::<usize>()
-                .max(1) as f64),
+        requests_per_component: sim.requests_total as f64 / sim_components,
+        requests_per_component_by_purpose: sim
+            .requests_by_purpose
+            .iter()
+            .map(|(p, n)| (p.clone(), *n as f64 / sim_components))
+            .collect(),
         raw_jetstream: raw,
         jobs_vs_raw: jobs_per_s / raw.per_second,
         writes: Writes::between(&before, &after, step_jobs),

@@ -79,6 +79,42 @@ mod tests {
         g.clear_peaks();
         assert_eq!(g.peaks(0), [(ComponentKind::Compute, 1)]);
     }
+
+    #[test]
+    fn requests_are_told_apart_by_what_they_are_for() {
+        use axum::http::Method;
+        let cases = [
+            (Method::GET, "/redfish/v1/Systems/System_0", Purpose::Read),
+            (Method::GET, "/redfish/v1/Chassis/powershelf", Purpose::Read),
+            (
+                Method::GET,
+                "/redfish/v1/TaskService/Tasks/3",
+                Purpose::Read,
+            ),
+            (
+                Method::POST,
+                "/redfish/v1/Systems/System_0/Actions/ComputerSystem.Reset",
+                Purpose::Command,
+            ),
+            (
+                Method::POST,
+                "/redfish/v1/SessionService/Sessions",
+                Purpose::Session,
+            ),
+            (
+                Method::DELETE,
+                "/redfish/v1/SessionService/Sessions/4",
+                Purpose::Session,
+            ),
+            (Method::GET, "/redfish/v1", Purpose::Discovery),
+            (Method::GET, "/redfish/v1/", Purpose::Discovery),
+            (Method::GET, "/redfish/v1/Systems", Purpose::Discovery),
+            (Method::GET, "/redfish/v1/EventService/SSE", Purpose::Events),
+        ];
+        for (method, path, want) in cases {
+            assert_eq!(Purpose::of(&method, path), want, "{method} {path}");
+        }
+    }
 }
 
 /// Every Redfish request: how many arrived, and the most in flight at once
@@ -88,6 +124,80 @@ mod tests {
 pub(crate) struct RequestGauge {
     total: std::sync::atomic::AtomicU64,
     peak_per_bmc: std::sync::atomic::AtomicUsize,
+    /// By [`Purpose`], in its order.
+    by_purpose: [std::sync::atomic::AtomicU64; Purpose::ALL.len()],
+}
+
+/// What a Redfish request is for, as the simulator can tell from its
+/// method and path: what `flow-bench` splits the requests per component by
+/// (`docs/benchmarks.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// A resource's state (a power state, a task, a chassis).
+    Read,
+    /// An action or change (a reset, an update, a PATCH).
+    Command,
+    /// Logging in and out (`SessionService`).
+    Session,
+    /// Finding resources: the service root, collections, an ActionInfo,
+    /// the metadata documents.
+    Discovery,
+    /// The event service and its stream.
+    Events,
+}
+
+impl Purpose {
+    /// Every purpose, in report order.
+    pub const ALL: [Purpose; 5] = [
+        Purpose::Read,
+        Purpose::Command,
+        Purpose::Session,
+        Purpose::Discovery,
+        Purpose::Events,
+    ];
+
+    /// Its name in the admin state.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Purpose::Read => "read",
+            Purpose::Command => "command",
+            Purpose::Session => "session",
+            Purpose::Discovery => "discovery",
+            Purpose::Events => "events",
+        }
+    }
+
+    /// The purpose of a request.
+    pub fn of(method: &axum::http::Method, path: &str) -> Purpose {
+        const COLLECTIONS: [&str; 7] = [
+            "Systems",
+            "Chassis",
+            "Managers",
+            "FirmwareInventory",
+            "Tasks",
+            "PowerSupplies",
+            "ResetActionInfo",
+        ];
+        let path = path.trim_end_matches('/');
+        let last = path.rsplit('/').next().unwrap_or_default();
+        if path.contains("/SessionService") {
+            Purpose::Session
+        } else if path.contains("/EventService") {
+            Purpose::Events
+        } else if method != axum::http::Method::GET && method != axum::http::Method::HEAD {
+            Purpose::Command
+        } else if matches!(path, "/redfish" | "/redfish/v1")
+            || COLLECTIONS.contains(&last)
+            || last.starts_with("$metadata")
+            || last == "odata"
+            || last == "UpdateService"
+            || last == "TaskService"
+        {
+            Purpose::Discovery
+        } else {
+            Purpose::Read
+        }
+    }
 }
 
 /// Holds one in-flight request of one BMC; leaves on drop.
@@ -100,9 +210,13 @@ impl RequestGauge {
     pub(crate) fn enter<'a>(
         &self,
         in_flight: &'a std::sync::atomic::AtomicUsize,
+        purpose: Purpose,
     ) -> BmcRequest<'a> {
         use std::sync::atomic::Ordering::Relaxed;
         self.total.fetch_add(1, Relaxed);
+        if let Some(i) = Purpose::ALL.iter().position(|p| *p == purpose) {
+            self.by_purpose[i].fetch_add(1, Relaxed);
+        }
         let now = in_flight.fetch_add(1, Relaxed) + 1;
         self.peak_per_bmc.fetch_max(now, Relaxed);
         BmcRequest { in_flight }
@@ -111,6 +225,20 @@ impl RequestGauge {
     /// Requests since start.
     pub(crate) fn total(&self) -> u64 {
         self.total.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Requests since start by purpose name.
+    pub(crate) fn by_purpose(&self) -> std::collections::BTreeMap<String, u64> {
+        Purpose::ALL
+            .iter()
+            .zip(&self.by_purpose)
+            .map(|(p, n)| {
+                (
+                    p.as_str().to_owned(),
+                    n.load(std::sync::atomic::Ordering::Relaxed),
+                )
+            })
+            .collect()
     }
 
     /// The most requests in flight at once at one BMC since start or the

@@ -42,7 +42,7 @@
 //! | `UpdateService/Actions/UpdateService.SimpleUpdate` | ✓ | ✓ | ✓ |
 //! | `TaskService/Tasks/<n>` (root link `Tasks`) | ✓ | ✓ | ✓ |
 //! | `SessionService/Sessions/<n>` | ✓ | ✓ | ✓ |
-//! | `EventService` (+ `SSE`, `Subscriptions/<n>`) | ✓ | — | — |
+//! | `EventService` (+ `SSE`, `Subscriptions/<n>`) | ✓ | ✓ | — |
 //! | `$metadata`, `odata` | ✓ | ✓ | ✓ |
 //!
 //! (\* primary member: updated when `Targets` is absent or empty; its
@@ -53,7 +53,7 @@
 //! system or backplane chassis listed first, reset values through an
 //! ActionInfo, `200` for a reset.
 //!
-//! Events (compute trays): `GET EventService/SSE` is a `text/event-stream`
+//! Events (compute and switch trays): `GET EventService/SSE` is a `text/event-stream`
 //! of Redfish `Event`s. While a stream is open it is an EventDestination
 //! (`SubscriptionType` `SSE`, `Destination` `redfish-sse://<client>`, an
 //! opaque `Context`) in `EventService/Subscriptions`, listed before the

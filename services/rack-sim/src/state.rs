@@ -18,6 +18,10 @@ pub struct SimState {
     /// start or the last admin reset.
     #[serde(default)]
     pub peak_concurrent_requests_per_bmc: usize,
+    /// Those requests by what they were for (`read`, `command`, `session`,
+    /// `discovery`, `events`: `services/rack-sim/src/gauge.rs`).
+    #[serde(default)]
+    pub requests_by_purpose: BTreeMap<String, u64>,
     /// Redfish session logins since start.
     #[serde(default)]
     pub logins_total: u64,
@@ -174,6 +178,7 @@ pub(crate) fn snapshot(world: &World) -> SimState {
     SimState {
         requests_total: world.requests.total(),
         peak_concurrent_requests_per_bmc: world.requests.peak_per_bmc(),
+        requests_by_purpose: world.requests.by_purpose(),
         logins_total: world.sessions.logins(),
         sessions_open: world.sessions.open_count(),
         racks,

@@ -44,6 +44,15 @@ pub(crate) struct Job<'a> {
     pub holds: &'a crate::hold::Holds,
 }
 
+/// What one run of a job knows of its components' event streams: which
+/// were opened before its commands went out (`Listening`), and the wake of
+/// its last wait, reused by the next (`shared/executor/src/wake.rs`).
+#[derive(Default)]
+struct Hearing {
+    listening: flow_executor::wake::Listening,
+    wake: Option<flow_executor::wake::Wake>,
+}
+
 /// What to do at a wait the step reached.
 enum AtWait {
     /// Short: sleep here until the wait's time and go on.
@@ -138,8 +147,9 @@ impl Job<'_> {
         };
         let observer = crate::observer::Published::new(self.js.client());
         let mut last_report = None;
-        // The last held wait's signals, kept while the step goes on here.
-        let mut wake = None;
+        // The last held wait's signals, kept while the step goes on here,
+        // and those taken before its commands went.
+        let mut hearing = Hearing::default();
         loop {
             let progress = {
                 // Keeps the job alive while a long call runs.
@@ -151,6 +161,7 @@ impl Job<'_> {
                     journal: &stored,
                     observer: &observer,
                     cancelled: &is_cancelled,
+                    listening: &hearing.listening,
                 };
                 advance(&job.job, &mut cp, &effects).await
             };
@@ -160,7 +171,7 @@ impl Job<'_> {
                 Progress::WaitUntil(at) => {
                     let delay = Duration::from_millis(at.saturating_sub(clock.now_ms()));
                     if self
-                        .wait_for_events(&message, &job, &mut cp, &stored, delay, &mut wake)
+                        .wait_for_events(&message, &job, &mut cp, &stored, delay, &mut hearing)
                         .await
                     {
                         continue;
@@ -225,17 +236,22 @@ impl Job<'_> {
         cp: &mut Checkpoint,
         stored: &Stored<'_>,
         delay: Duration,
-        kept: &mut Option<flow_executor::wake::Wake>,
+        hearing: &mut Hearing,
     ) -> bool {
-        let previous = kept.take();
+        let previous = hearing.wake.take();
         if delay.is_zero()
             || delay > EVENT_WAIT
             || self.stopping.load(std::sync::atomic::Ordering::SeqCst)
         {
             return false;
         }
-        let Some(mut wake) = flow_executor::wake::wake_for(&job.job, cp, self.registry, previous)
-        else {
+        let Some(mut wake) = flow_executor::wake::wake_for(
+            &job.job,
+            cp,
+            self.registry,
+            &hearing.listening,
+            previous,
+        ) else {
             return false;
         };
         let Some(_hold) = self.holds.take() else {
@@ -256,7 +272,7 @@ impl Job<'_> {
             // rest of its wait is a durable one.
             flow_executor::wake::Woken::NoFeed | flow_executor::wake::Woken::TimedOut => {}
         }
-        *kept = Some(wake);
+        hearing.wake = Some(wake);
         true
     }
 

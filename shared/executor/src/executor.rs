@@ -215,6 +215,9 @@ pub struct Effects<'a> {
     pub observer: &'a dyn Observer,
     /// Whether the task was cancelled.
     pub cancelled: &'a (dyn Fn() -> bool + Sync),
+    /// The event signals taken before this run's commands
+    /// (`shared/executor/src/wake.rs`).
+    pub listening: &'a crate::wake::Listening,
 }
 
 /// The label of the step's action at `index` (`main_operation (PowerControl)`).
@@ -447,7 +450,7 @@ async fn per_component(
             .filter(|s| s.status == ComponentStatus::Active)
             .count();
         let free = window.saturating_sub(active);
-        promote(job, cp, free, now);
+        promote(job, cp, free, now, action, fx.listening);
         let due: Vec<&ComponentTarget> = job
             .components
             .iter()
@@ -547,6 +550,18 @@ async fn send_recorded(
     action: &Action,
     sends: Vec<(&ComponentTarget, ComponentState, Command)>,
 ) {
+    // Listen before speaking: a feed open before the send hears the
+    // change. An urgent command (a leak's force-off) never waits for one.
+    let urgent = sends
+        .iter()
+        .any(|(_, _, c)| *c == Command::Power(PowerOperation::ForcePowerOff));
+    let targets: Vec<&ComponentTarget> = sends.iter().map(|(t, _, _)| *t).collect();
+    let wait = if urgent {
+        Duration::ZERO
+    } else {
+        crate::wake::FEED_OPEN_WAIT
+    };
+    fx.listening.before_send(manager, &targets, wait).await;
     let now = fx.clock.now_ms();
     for (target, state, command) in &sends {
         let mut recorded = state.clone();
@@ -711,8 +726,18 @@ fn apply(
     cp.components.insert(name.to_owned(), state);
 }
 
-/// Moves up to `free` pending components (in order) to active.
-fn promote(job: &StepJob, cp: &mut Checkpoint, free: usize, now: u64) {
+/// Moves up to `free` pending components (in order) to active, due now;
+/// those of a power verification whose BMC's feed has been quiet since
+/// their command went are due at the poll interval instead (the event, if
+/// one comes first, makes them due at once).
+fn promote(
+    job: &StepJob,
+    cp: &mut Checkpoint,
+    free: usize,
+    now: u64,
+    action: &Action,
+    listening: &crate::wake::Listening,
+) {
     let mut free = free;
     for target in &job.components {
         if free == 0 {
@@ -722,7 +747,15 @@ fn promote(job: &StepJob, cp: &mut Checkpoint, free: usize, now: u64) {
             && state.status == ComponentStatus::Pending
         {
             state.status = ComponentStatus::Active;
-            state.next_at_ms = now;
+            state.next_at_ms = match action {
+                Action::VerifyPowerStatus { poll_interval, .. }
+                    if listening.quiet_since_send(&target.name) =>
+                {
+                    tracing::debug!(component = %target.name, "event feed quiet since the command: first read at the event or the poll");
+                    after(now, *poll_interval)
+                }
+                _ => now,
+            };
             state.started_ms = Some(now);
             free -= 1;
         }

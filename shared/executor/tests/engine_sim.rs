@@ -104,6 +104,7 @@ struct Env {
     targets: Vec<ComponentTarget>,
     http: reqwest::Client,
     journal: MemoryJournal,
+    listening: flow_executor::wake::Listening,
 }
 
 impl Env {
@@ -177,6 +178,7 @@ impl Env {
             targets,
             http: reqwest::Client::new(),
             journal: MemoryJournal::default(),
+            listening: flow_executor::wake::Listening::default(),
         }
     }
 
@@ -216,6 +218,7 @@ impl Env {
             journal: &self.journal,
             observer: &flow_executor::Unobserved,
             cancelled,
+            listening: &self.listening,
         }
     }
 
@@ -254,6 +257,8 @@ async fn run_with(
         let mut cp: Checkpoint = serde_json::from_str(&saved).unwrap();
         let before = clock.now_ms();
         let journal = MemoryJournal::default();
+        // A new run each time, as a redelivery to another worker.
+        let listening = flow_executor::wake::Listening::default();
         let fx = Effects {
             hardware: registry,
             clock: &clock,
@@ -261,6 +266,7 @@ async fn run_with(
             journal: &journal,
             observer: &flow_executor::Unobserved,
             cancelled,
+            listening: &listening,
         };
         let progress = advance(&job, &mut cp, &fx).await;
         saved = serde_json::to_string(&cp).unwrap();
@@ -733,6 +739,7 @@ async fn killed_and_resumed(env: &Env, job: &StepJob, crash_at: usize) -> (Progr
         journal: &journal,
         observer: &flow_executor::Unobserved,
         cancelled: &|| false,
+        listening: &env.listening,
     };
     loop {
         tokio::select! {
@@ -750,9 +757,12 @@ async fn killed_and_resumed(env: &Env, job: &StepJob, crash_at: usize) -> (Progr
     let kept = journal.kept.lock().unwrap().clone().unwrap_or_default();
     let mut cp: Checkpoint = serde_json::from_slice(&serde_json::to_vec(&kept).unwrap()).unwrap();
     let memory = MemoryJournal::default();
+    // Another worker: nothing it heard before the kill.
+    let listening = flow_executor::wake::Listening::default();
     let fx = Effects {
         journal: &memory,
         observer: &flow_executor::Unobserved,
+        listening: &listening,
         ..fx
     };
     let deadline = Instant::now() + Duration::from_secs(30);

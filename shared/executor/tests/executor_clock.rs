@@ -294,8 +294,12 @@ fn effects<'a>(
         journal,
         observer: &flow_executor::Unobserved,
         cancelled: &|| false,
+        // The scripted managers follow no events: nothing is ever taken.
+        listening: &NOT_LISTENING,
     }
 }
+
+static NOT_LISTENING: flow_executor::wake::Listening = flow_executor::wake::Listening::new();
 
 fn registry(manager: Arc<Scripted>) -> ManagerRegistry {
     let mut r = ManagerRegistry::new();

@@ -79,6 +79,17 @@ impl ChangeSignal {
     pub fn has_changed(&self) -> bool {
         self.rx.has_changed().unwrap_or(true)
     }
+
+    /// Whether the feed is open now: it announced its opening and has not
+    /// ended. A change at the device from now on reaches this signal.
+    pub fn is_open(&self) -> bool {
+        self.rx.has_changed().is_ok() && *self.rx.borrow() != 0
+    }
+
+    /// Whether the feed ended (its stream dropped or never opened).
+    pub fn has_ended(&self) -> bool {
+        self.rx.has_changed().is_err()
+    }
 }
 
 #[cfg(test)]
@@ -110,5 +121,18 @@ mod tests {
         drop(feed);
         assert!(signal.has_changed());
         assert_eq!(signal.changed().await, Signalled::Ended);
+    }
+
+    #[test]
+    fn a_feed_is_open_from_its_first_announcement_until_it_ends() {
+        let feed = ChangeFeed::default();
+        let signal = feed.signal();
+        assert!(!signal.is_open() && !signal.has_ended(), "still opening");
+        feed.announce();
+        let later = feed.signal();
+        assert!(signal.is_open() && later.is_open());
+        assert!(!later.has_changed(), "the opening was before it");
+        drop(feed);
+        assert!(!signal.is_open() && signal.has_ended());
     }
 }

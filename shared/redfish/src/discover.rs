@@ -17,10 +17,34 @@ use crate::kind::{Kind, PowerResource};
 use flow_hardware::HardwareError;
 
 /// The Redfish service root.
-pub const ROOT: &str = "/redfish/v1";
+pub use crate::conn::ROOT;
 
 /// Systems that are not the host a tray's power operations mean.
 const NOT_THE_HOST: &[&str] = &["DPU", "OS", "Virtual", "VirtuallyPartitioned"];
+
+/// A BMC's power resource once discovered, kept on its handle
+/// ([`crate::conn::BmcHandle::state`]).
+#[derive(Debug, Default)]
+pub(crate) struct KnownPower(std::sync::Mutex<Option<std::sync::Arc<PowerTarget>>>);
+
+impl KnownPower {
+    /// The resource, if discovered.
+    pub(crate) fn get(&self) -> Option<std::sync::Arc<PowerTarget>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn set(&self, power: Option<std::sync::Arc<PowerTarget>>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = power;
+    }
+}
+
+/// Forgets what discovery found at the session's BMC, and the root it read:
+/// the next call discovers again (the BMC answered `404` for the resource
+/// it had: it renamed or rebuilt its resources).
+pub(crate) fn forget(session: &Session<'_>) {
+    session.handle.state::<KnownPower>().set(None);
+    session.forget_root();
+}
 
 /// The resource that carries power, and its reset action.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -181,11 +205,10 @@ pub(crate) async fn discover(
             reset_target: found.reset_target,
             allowed,
         };
-        *session
+        session
             .handle
-            .power
-            .lock()
-            .unwrap_or_else(|e| e.into_inner()) = Some(std::sync::Arc::new(power.clone()));
+            .state::<KnownPower>()
+            .set(Some(std::sync::Arc::new(power.clone())));
         tracing::debug!(resource = %power.odata_id, "power resource discovered");
         return Ok((power, json));
     }

@@ -32,8 +32,8 @@ use std::time::{Duration, Instant};
 use flow_hardware::{ChangeFeed, ChangeSignal, ComponentTarget, HardwareError};
 use serde_json::Value;
 
-use crate::BmcCredential;
-use crate::conn::{BmcHandle, BmcPool};
+use crate::conn::BmcPool;
+use crate::credentials::BmcCredential;
 use crate::sse::SseFrames;
 
 /// How long a stream stays open after the last ask for a signal.
@@ -45,7 +45,8 @@ const WANT_CHECK: Duration = Duration::from_secs(5);
 const RECONNECT_FIRST: Duration = Duration::from_secs(1);
 const RECONNECT_MAX: Duration = Duration::from_secs(30);
 
-/// One BMC's event stream state (kept on its [`BmcHandle`]).
+/// One BMC's event stream state (kept on its handle:
+/// [`crate::conn::BmcHandle::state`]).
 #[derive(Default)]
 pub struct Events {
     /// The feed, while the stream is opening or open.
@@ -97,7 +98,7 @@ pub(crate) fn signal(
     credential: BmcCredential,
 ) -> Option<ChangeSignal> {
     let handle = pool.handle_of(target)?;
-    let events = &handle.events;
+    let events = handle.state::<Events>();
     {
         let mut state = events.state();
         if state.no_service_until.is_some_and(|t| Instant::now() < t) {
@@ -116,11 +117,11 @@ pub(crate) fn signal(
         events.set(Some(feed));
         let pool = pool.clone();
         let target = target.clone();
-        let handle = Arc::clone(&handle);
+        let events = Arc::clone(&events);
         runtime.spawn(async move {
-            follow(&pool, &target, credential, &handle).await;
-            handle.events.set(None);
-            handle.events.running.store(false, Ordering::SeqCst);
+            follow(&pool, &target, credential, &events).await;
+            events.set(None);
+            events.running.store(false, Ordering::SeqCst);
         });
         return Some(signal);
     }
@@ -139,9 +140,8 @@ async fn follow(
     pool: &BmcPool,
     target: &ComponentTarget,
     credential: BmcCredential,
-    handle: &BmcHandle,
+    events: &Events,
 ) {
-    let events = &handle.events;
     let mut pause = RECONNECT_FIRST;
     while events.wanted() {
         match follow_once(pool, target, credential.clone(), events).await {

@@ -23,7 +23,7 @@ async fn update_service(
         .await?
         .update_service()
         .await
-        .map_err(|e| crate::manager::nv_error(target, "read the update service", &e))?
+        .map_err(|e| crate::conn::errors::nv_error(target, "read the update service", &e))?
         .ok_or_else(|| HardwareError::OperationNotSupported {
             component: target.name.clone(),
             component_type: target.component_type,
@@ -39,7 +39,7 @@ async fn versions(session: &Session<'_>) -> Result<BTreeMap<String, String>, Har
     let items = service
         .firmware_inventories()
         .await
-        .map_err(|e| crate::manager::nv_error(target, "read the firmware inventory", &e))?
+        .map_err(|e| crate::conn::errors::nv_error(target, "read the firmware inventory", &e))?
         .unwrap_or_default();
     Ok(items
         .iter()
@@ -176,7 +176,7 @@ pub async fn start(
             None,
         )
         .await
-        .map_err(|e| crate::manager::nv_error(target, "SimpleUpdate", &e))?;
+        .map_err(|e| crate::conn::errors::nv_error(target, "SimpleUpdate", &e))?;
     let task = match response {
         nv_redfish::core::ModificationResponse::Task(t) => t
             .task

@@ -8,6 +8,22 @@
 //! engine and the scheduler know only the contract. [`sse`] frames a BMC's
 //! event stream; the managers follow it (`events.rs`) to offer change
 //! signals to waiting verifications.
+//!
+//! The crate is built in layers, each using only those below it, so a
+//! reader can start at the bottom:
+//!
+//! 1. `credentials`, `kind`, [`sse`]: what a component's BMC is and how it
+//!    is reached; no requests.
+//! 2. `conn`: connections, sessions, request caps, and what an answer or
+//!    failure means (`conn/errors.rs`); it keeps per-BMC state for the
+//!    layers above without knowing their types (`BmcHandle::state`).
+//! 3. [`discover`] (a BMC's power resource) and `events` (its event
+//!    stream), on `conn`.
+//! 4. `power`, `firmware`, [`probe`]: operations, on discovery; and
+//!    [`lifecycle`] (the lifecycle API, for decommissioning).
+//! 5. `manager` (the `ComponentManager`s and their registry) on top.
+//!
+//! `tests/layers.rs` reads the sources and fails on a use that reaches up.
 
 mod conn;
 pub mod credentials;
@@ -21,10 +37,11 @@ mod power;
 pub mod probe;
 pub mod sse;
 
+pub use conn::errors::{error_message, snippet};
+pub use conn::settings::{
+    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONCURRENT_PER_BMC, DEFAULT_MAX_REQUESTS,
+    DEFAULT_REQUEST_TIMEOUT, IDLE_CONNECTION_TIMEOUT, RedfishSettings,
+};
 pub use conn::{Connections, EventStream, RequestCap};
 pub use credentials::{AuthMode, BmcCredential, CredentialError, CredentialStore};
-pub use manager::{
-    DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_CONCURRENT_PER_BMC, DEFAULT_MAX_REQUESTS,
-    DEFAULT_REQUEST_TIMEOUT, IDLE_CONNECTION_TIMEOUT, RedfishManager, RedfishSettings,
-    error_message, registry, registry_with, snippet,
-};
+pub use manager::{RedfishManager, registry, registry_with};

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use flow_hardware::{ComponentTarget, DecommissionState, HardwareError};
 use flow_rules::defaults::LIFECYCLE_CALL_TIMEOUT;
 
-use crate::CredentialStore;
+use crate::credentials::CredentialStore;
 
 /// Client of the lifecycle API.
 #[derive(Clone)]
@@ -102,13 +102,13 @@ impl LifecycleClient {
                 component: target.name.clone(),
                 action: action.to_owned(),
                 status,
-                message: crate::error_message(&text),
+                message: crate::conn::errors::error_message(&text),
             });
         }
         let body: StateBody = serde_json::from_str(&text).map_err(|e| HardwareError::Protocol {
             component: target.name.clone(),
             action: action.to_owned(),
-            detail: format!("{e}: {}", crate::snippet(&text)),
+            detail: format!("{e}: {}", crate::conn::errors::snippet(&text)),
         })?;
         Ok(DecommissionState::parse(&body.state))
     }

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use flow_rules::PowerOperation;
 
 use crate::conn::Session;
-use crate::discover::{PowerTarget, discover};
+use crate::discover::{KnownPower, PowerTarget, discover};
 use crate::kind::Kind;
 use flow_hardware::{HardwareError, PowerSent, PowerStatus};
 
@@ -18,22 +18,13 @@ use flow_hardware::{HardwareError, PowerSent, PowerStatus};
 /// known; discovery first (once per BMC), and again when the known one is
 /// gone (`404`: the BMC renamed or rebuilt its resources).
 async fn read(session: &Session<'_>, kind: Kind) -> Result<Option<String>, HardwareError> {
-    let known = session
-        .handle
-        .power
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let known = session.handle.state::<KnownPower>().get();
     if let Some(target) = known {
         match session.get_json(&target.odata_id, "read power state").await {
             Ok(json) => return Ok(json["PowerState"].as_str().map(str::to_owned)),
             Err(HardwareError::Http { status: 404, .. }) => {
                 tracing::info!(resource = %target.odata_id, "power resource gone (404); discovering again");
-                *session
-                    .handle
-                    .power
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) = None;
+                crate::discover::forget(session);
             }
             Err(e) => return Err(e),
         }
@@ -51,12 +42,7 @@ pub async fn status(session: &Session<'_>, kind: Kind) -> Result<PowerStatus, Ha
 
 /// The power resource as known (no request), else discovered.
 async fn resource(session: &Session<'_>, kind: Kind) -> Result<Arc<PowerTarget>, HardwareError> {
-    let known = session
-        .handle
-        .power
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .clone();
+    let known = session.handle.state::<KnownPower>().get();
     match known {
         Some(target) => Ok(target),
         None => Ok(Arc::new(discover(session, kind).await?.0)),
@@ -122,11 +108,7 @@ pub async fn control(
             Err(HardwareError::Http { status: 404, .. }) if !rediscovered => {
                 tracing::info!(resource = %power.odata_id, "reset target gone (404); discovering again");
                 rediscovered = true;
-                *session
-                    .handle
-                    .power
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner()) = None;
+                crate::discover::forget(session);
             }
             Err(e) => return Err(e),
         }

@@ -140,7 +140,7 @@ static NVSWITCH: Profile = Profile {
     manager_firmware: "FW_BMC_0",
     power_resource: PowerResource::System,
     resets: TRAY_RESETS,
-    event_service: false,
+    event_service: true,
 };
 
 static POWERSHELF: Profile = Profile {

@@ -80,7 +80,10 @@ pub(crate) fn router(world: Arc<World>, at: ComponentRef) -> Router {
 async fn handle(State(bmc): State<Bmc>, request: Request) -> Response {
     let method = request.method().clone();
     let path = request.uri().path().to_owned();
-    let _request = bmc.world.requests.enter(&bmc.in_flight);
+    let _request = bmc
+        .world
+        .requests
+        .enter(&bmc.in_flight, crate::gauge::Purpose::of(&method, &path));
     // Count power commands in flight, latency included.
     let _in_flight = (method == Method::POST && path.trim_end_matches('/').ends_with(".Reset"))
         .then(|| bmc.world.resets.enter(bmc.at.rack, bmc.world.kind(bmc.at)));

@@ -1,18 +1,26 @@
 //! Connections to BMCs: one HTTP client per manager, and per BMC a permit
 //! pool (at most N requests at once), the cached nv-redfish service root
-//! (read through a repair for roots without `Links`) and the power
-//! resource discovered once. Raw JSON requests go through the same client
-//! and credentials, and wait out a `503` that names its `Retry-After`.
+//! (read through a repair for roots without `Links`) and the state the
+//! layers above keep per BMC ([`BmcHandle::state`]: the power resource
+//! discovery found, the event stream). Raw JSON requests go through the
+//! same client and credentials, and wait out a `503` that names its
+//! `Retry-After`.
 //!
-//! By idea: [`quirks`] (the repairs), [`redirect`] (which redirects are
-//! followed), [`pool`] (handles, caps, a request's turn, logouts),
-//! [`session`] (authentication and the exchanges); [`Connections`] is what
-//! the managers and the watcher share.
+//! This is the bottom layer of the crate and knows nothing above it
+//! (discovery and events are built on it, the managers on those; `lib.rs`
+//! lists the layers). By idea: [`settings`] (limits, timeouts, the HTTP
+//! client), [`errors`] (what an answer or a failure means), [`quirks`]
+//! (the repairs), [`redirect`] (which redirects are followed), [`pool`]
+//! (handles, caps, a request's turn, logouts), [`session`]
+//! (authentication and the exchanges); [`Connections`] is what the
+//! managers and the watcher share.
 
+pub(crate) mod errors;
 mod pool;
 mod quirks;
 mod redirect;
 mod session;
+pub(crate) mod settings;
 
 use std::sync::{Arc, Mutex};
 
@@ -20,13 +28,15 @@ use serde_json::Value;
 
 use flow_hardware::{ComponentTarget, HardwareError};
 
-use crate::BmcCredential;
-pub use pool::{BmcHandle, BmcPool, RequestCap, Session};
+use crate::credentials::BmcCredential;
+pub use pool::{BmcPool, RequestCap, Session};
 pub use quirks::Bmc;
 pub(crate) use redirect::redirect_policy;
 
 /// Where a BMC takes logins when its root does not say otherwise.
 pub const SESSIONS_PATH: &str = "/redfish/v1/SessionService/Sessions";
+/// The Redfish service root.
+pub const ROOT: &str = "/redfish/v1";
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -40,7 +50,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 #[derive(Clone)]
 pub struct Connections {
     pub(crate) pool: BmcPool,
-    credentials: Arc<crate::CredentialStore>,
+    credentials: Arc<crate::credentials::CredentialStore>,
 }
 
 /// An open event stream: its body, and the BMC permit it holds while it
@@ -54,8 +64,8 @@ pub struct EventStream<'a> {
 impl Connections {
     /// Connections as `settings` describe them, with `credentials`.
     pub fn new(
-        settings: &crate::RedfishSettings,
-        credentials: Arc<crate::CredentialStore>,
+        settings: &settings::RedfishSettings,
+        credentials: Arc<crate::credentials::CredentialStore>,
     ) -> Result<Self, HardwareError> {
         Ok(Connections {
             pool: BmcPool::new(

@@ -15,7 +15,7 @@ use flow_hardware::{ComponentTarget, HardwareError};
 
 use super::quirks::Bmc;
 use super::session::SessionToken;
-use crate::BmcCredential;
+use crate::credentials::BmcCredential;
 
 /// Logouts sent at once when a process stops: a worker at site scale holds
 /// a session on thousands of BMCs, and one at a time would hold its
@@ -29,8 +29,6 @@ pub struct BmcHandle {
     pub(super) base: Url,
     pub(super) permits: Arc<Semaphore>,
     pub(super) root: tokio::sync::Mutex<Option<ServiceRoot<Bmc>>>,
-    /// The power resource, once discovered.
-    pub power: Mutex<Option<Arc<crate::discover::PowerTarget>>>,
     /// The Redfish session, once logged in; its lock also makes one login
     /// at a time per BMC.
     pub(super) token: tokio::sync::Mutex<Option<SessionToken>>,
@@ -42,12 +40,32 @@ pub struct BmcHandle {
     /// it) to find [`Self::sessions_path`], kept for the next reader so that
     /// a login costs no extra request.
     pub(super) root_json: Mutex<Option<(std::time::Instant, Value)>>,
-    /// Its event stream, while followed (`shared/redfish/src/events.rs`).
-    pub events: crate::events::Events,
+    /// What the layers above keep per BMC, one value per type (the power
+    /// resource discovery found, the event stream's state): see
+    /// [`BmcHandle::state`].
+    states: Mutex<Vec<Arc<dyn std::any::Any + Send + Sync>>>,
+}
+
+impl BmcHandle {
+    /// The BMC's value of type `T`, made with `T::default()` on first use:
+    /// how a layer above keeps per-BMC state on the handle without this
+    /// one knowing its type (it lives as long as the handle).
+    pub fn state<T: Default + Send + Sync + 'static>(&self) -> Arc<T> {
+        let mut states = self.states.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(found) = states
+            .iter()
+            .find_map(|s| Arc::clone(s).downcast::<T>().ok())
+        {
+            return found;
+        }
+        let made = Arc::new(T::default());
+        states.push(Arc::clone(&made) as Arc<dyn std::any::Any + Send + Sync>);
+        made
+    }
 }
 
 /// The cap on requests in flight at once across every BMC, shared by every
-/// manager built from one [`crate::RedfishSettings`] (clones share it).
+/// manager built from one [`super::settings::RedfishSettings`] (clones share it).
 #[derive(Debug, Clone)]
 pub struct RequestCap {
     pub(super) permits: Arc<Semaphore>,
@@ -119,12 +137,11 @@ impl BmcPool {
                 base: base.clone(),
                 permits: Arc::new(Semaphore::new(self.max_per_bmc)),
                 root: tokio::sync::Mutex::new(None),
-                power: Mutex::new(None),
                 token: tokio::sync::Mutex::new(None),
                 basic_only: std::sync::atomic::AtomicBool::new(false),
                 sessions_path: Mutex::new(None),
                 root_json: Mutex::new(None),
-                events: crate::events::Events::default(),
+                states: Mutex::new(Vec::new()),
             })
         }))
     }

@@ -108,7 +108,7 @@ impl Session<'_> {
         );
         let root = ServiceRoot::new(Arc::new(bmc))
             .await
-            .map_err(|e| crate::manager::nv_error(self.target, "read the service root", &e))?;
+            .map_err(|e| super::errors::nv_error(self.target, "read the service root", &e))?;
         *self.handle.root.lock().await = Some(root.clone());
         Ok(root)
     }
@@ -205,7 +205,7 @@ impl Session<'_> {
         let response = request
             .send()
             .await
-            .map_err(|e| crate::manager::transport_error(self.target, url, &e))?;
+            .map_err(|e| super::errors::transport_error(self.target, url, &e))?;
         let status = response.status().as_u16();
         let header = |name: reqwest::header::HeaderName| {
             response
@@ -239,7 +239,7 @@ impl Session<'_> {
     /// the per-BMC cap counts the login).
     pub(super) async fn auth(&self) -> Result<Auth, HardwareError> {
         use std::sync::atomic::Ordering;
-        if self.credential.auth == crate::AuthMode::Basic
+        if self.credential.auth == crate::credentials::AuthMode::Basic
             || self.handle.basic_only.load(Ordering::Relaxed)
         {
             return Ok(Auth::Basic);
@@ -290,7 +290,7 @@ impl Session<'_> {
         if let Some(path) = lock(&self.handle.sessions_path).clone() {
             return Ok(path);
         }
-        let url = self.url(crate::discover::ROOT);
+        let url = self.url(super::ROOT);
         let read = self.exchange(self.http.get(url.clone()), &url).await?;
         if read.reply.status >= 500 || matches!(read.reply.status, 408 | 429) {
             // Busy or failing, not an answer about the root: this attempt
@@ -317,19 +317,27 @@ impl Session<'_> {
         Ok(path)
     }
 
-    /// The service root as JSON: the copy a login read in the last
-    /// [`ROOT_KEPT`], once, else read now (so a rediscovery sees a changed
-    /// root).
+    /// The service root as JSON: the copy read in the last [`ROOT_KEPT`]
+    /// (by the login, by discovery or for the event stream: each reads the
+    /// links of one root), else read now and kept. A rediscovery forgets it
+    /// first ([`Self::forget_root`]), so it sees the root as it is.
     pub async fn root_json(&self) -> Result<Value, HardwareError> {
         // Log in first (when due): the login may read the root.
         self.auth().await?;
-        if let Some((at, root)) = lock(&self.handle.root_json).take()
+        if let Some((at, root)) = lock(&self.handle.root_json).as_ref()
             && at.elapsed() < ROOT_KEPT
         {
-            return Ok(root);
+            return Ok(root.clone());
         }
-        self.get_json(crate::discover::ROOT, "read the service root")
-            .await
+        let root = self.get_json(super::ROOT, "read the service root").await?;
+        *lock(&self.handle.root_json) = Some((std::time::Instant::now(), root.clone()));
+        Ok(root)
+    }
+
+    /// Forgets the BMC's root as read: the next [`Self::root_json`] reads
+    /// it again (a rediscovery after a `404`).
+    pub fn forget_root(&self) {
+        *lock(&self.handle.root_json) = None;
     }
 
     /// Drops the BMC's session if it is still `token` (another call may
@@ -372,7 +380,7 @@ impl Session<'_> {
             component: self.target.name.clone(),
             action: action.to_owned(),
             status: reply.status,
-            message: crate::error_message(&reply.body),
+            message: super::errors::error_message(&reply.body),
         }
     }
 
@@ -399,7 +407,7 @@ impl Session<'_> {
             let response = request
                 .send()
                 .await
-                .map_err(|e| crate::manager::transport_error(self.target, &url, &e))?;
+                .map_err(|e| super::errors::transport_error(self.target, &url, &e))?;
             let status = response.status().as_u16();
             if status == 401
                 && let Auth::Token(token) = &auth
@@ -445,7 +453,7 @@ impl Session<'_> {
         serde_json::from_str(&reply.body).map_err(|e| HardwareError::Protocol {
             component: self.target.name.clone(),
             action: action.to_owned(),
-            detail: format!("not JSON ({e}): {}", crate::snippet(&reply.body)),
+            detail: format!("not JSON ({e}): {}", super::errors::snippet(&reply.body)),
         })
     }
 
