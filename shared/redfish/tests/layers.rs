@@ -20,7 +20,8 @@ const LAYERS: &[(&str, u8)] = &[
     ("lifecycle", 4),
 ];
 
-/// The module a source file belongs to (`conn/pool.rs` → `conn`).
+/// The module a source file belongs to (`shared/redfish/src/conn/pool.rs`
+/// is in `conn`).
 fn module_of(relative: &Path) -> String {
     let first = relative
         .components()
