@@ -251,11 +251,19 @@ async fn measure(cluster: &mut Cluster, spec: &WatchSpec) -> anyhow::Result<Watc
         .filter_map(|w| w.pid())
         .collect();
     let bmcs: usize = cluster.racks.iter().map(|r| r.components.len()).sum();
+    // The BMCs with an event stream: the trays' (compute and switch), not
+    // the shelves'.
     let streamed = cluster
         .racks
         .iter()
         .flat_map(|r| &r.components)
-        .filter(|c| c.component_type.eq_ignore_ascii_case("compute"))
+        .filter(|c| {
+            flow_rack_sim::ComponentKind::ALL.iter().any(|k| {
+                k.has_event_service()
+                    && c.component_type
+                        .eq_ignore_ascii_case(k.component_type().as_str())
+            })
+        })
         .count();
 
     // Peak memory and sockets of each watcher, sampled every second.
@@ -294,7 +302,7 @@ async fn measure(cluster: &mut Cluster, spec: &WatchSpec) -> anyhow::Result<Watc
     eprintln!("   the watchers hold the {bmcs} BMCs after {cover_s:.1} s");
 
     // A site-wide power-on: the shelves come on, the trays' BMCs with
-    // them, and the watchers open the compute trays' event streams.
+    // them, and the watchers open the trays' event streams.
     api::load_rules(&cluster.nats, crate::scenario::rule_yaml("reference")).await?;
     let submitted = Instant::now();
     let mut tasks = 0;

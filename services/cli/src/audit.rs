@@ -93,12 +93,7 @@ pub async fn audit(settings: &Settings, out: Output, a: &AuditArgs) -> Outcome {
             t.add_row(vec![
                 r.id.to_string(),
                 timestamp::format(r.at),
-                match r.actor_source {
-                    flow_protocol::audit::ActorSource::Header => r.actor.clone(),
-                    flow_protocol::audit::ActorSource::Default => {
-                        format!("{} (no header)", r.actor)
-                    }
-                },
+                r.who(),
                 r.endpoint.clone(),
                 subject(r),
                 r.outcome.as_str().to_owned(),

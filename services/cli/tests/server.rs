@@ -973,7 +973,7 @@ async fn flow_audit_shows_who_changed_what_and_overrides_need_a_reason() {
         .iter()
         .map(|r| {
             (
-                r["actor"].as_str().unwrap(),
+                r["claimed_actor"].as_str().unwrap(),
                 r["endpoint"].as_str().unwrap(),
                 r["outcome"].as_str().unwrap(),
             )

@@ -83,6 +83,9 @@ impl IntoResponse for PageError {
                 ErrorCode::NotFound => StatusCode::NOT_FOUND,
                 ErrorCode::BadRequest | ErrorCode::Invalid => StatusCode::BAD_REQUEST,
                 ErrorCode::Conflict => StatusCode::CONFLICT,
+                // Flow refused the console's own NATS identity (verified
+                // mode): the browser's credentials would not change that.
+                ErrorCode::Unauthenticated | ErrorCode::Forbidden => StatusCode::FORBIDDEN,
                 ErrorCode::Unavailable | ErrorCode::Internal => StatusCode::BAD_GATEWAY,
             },
             PageError::Api(_) | PageError::Subscribe(_) => StatusCode::BAD_GATEWAY,

@@ -608,8 +608,9 @@ async fn actions_need_an_operator_this_consoles_token_and_its_origin() {
         .await;
     let records = audit["records"].as_array().unwrap();
     assert_eq!(records.len(), 1, "{audit}");
-    assert_eq!(records[0]["actor"], "console:operator");
-    assert_eq!(records[0]["actor_source"], "header");
+    assert_eq!(records[0]["claimed_actor"], "console:operator");
+    assert_eq!(records[0]["actor"], "development");
+    assert_eq!(records[0]["actor_source"], "development");
     let shown = tab
         .eval("document.querySelector('dl.facts').dataset.task")
         .await;

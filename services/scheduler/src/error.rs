@@ -32,6 +32,15 @@ pub enum SchedulerError {
     /// The `flow.api` service could not start or stop.
     #[error("the flow.api service failed")]
     Api(#[source] async_nats::Error),
+    /// Verified identity mode on a nats-server that may let a forged
+    /// `Nats-Request-Info` through (CVE-2026-33223).
+    #[error(
+        "--identity verified needs a nats-server that strips forged Nats-Request-Info headers (2.11.15+, 2.12.6+ or 2.14.0+); this one is {version}"
+    )]
+    ServerTooOld {
+        /// The server's version, as it announced it.
+        version: String,
+    },
     /// A message could not be published or its ack not collected.
     #[error("publishing to JetStream failed")]
     Publish(#[source] async_nats::Error),

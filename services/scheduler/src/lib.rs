@@ -11,6 +11,7 @@ pub mod audit;
 pub mod background;
 pub mod error;
 pub mod events;
+pub mod identity;
 pub mod metrics;
 pub mod observations;
 pub mod outbox;
@@ -26,6 +27,7 @@ use std::time::Duration;
 
 pub use flow_jetstream::Topology;
 use flow_store::Store;
+pub use identity::IdentityMode;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -69,7 +71,7 @@ impl Scheduler {
         store: Store,
         topology: Topology,
     ) -> Result<Scheduler, SchedulerError> {
-        Self::start_inner(client, store, topology, None).await
+        Self::start_inner(client, store, topology, None, IdentityMode::Development).await
     }
 
     /// [`Scheduler::start_with`], counting in `metrics` (registered by the
@@ -81,7 +83,28 @@ impl Scheduler {
         topology: Topology,
         metrics: metrics::SchedulerMetrics,
     ) -> Result<Scheduler, SchedulerError> {
-        Self::start_inner(client, store, topology, Some(metrics)).await
+        Self::start_inner(
+            client,
+            store,
+            topology,
+            Some(metrics),
+            IdentityMode::Development,
+        )
+        .await
+    }
+
+    /// [`Scheduler::start_with`] (counting in `metrics` when given),
+    /// knowing its callers as `identity` says: in verified mode it refuses
+    /// to start on a nats-server that does not strip forged
+    /// `Nats-Request-Info` headers ([`identity::server_strips_forgeries`]).
+    pub async fn start_identified(
+        client: async_nats::Client,
+        store: Store,
+        topology: Topology,
+        metrics: Option<metrics::SchedulerMetrics>,
+        identity: IdentityMode,
+    ) -> Result<Scheduler, SchedulerError> {
+        Self::start_inner(client, store, topology, metrics, identity).await
     }
 
     async fn start_inner(
@@ -89,7 +112,18 @@ impl Scheduler {
         store: Store,
         topology: Topology,
         metrics: Option<metrics::SchedulerMetrics>,
+        identity: IdentityMode,
     ) -> Result<Scheduler, SchedulerError> {
+        if identity == IdentityMode::Verified {
+            let version = client.server_info().version;
+            if !identity::server_strips_forgeries(&version) {
+                return Err(SchedulerError::ServerTooOld { version });
+            }
+        }
+        tracing::info!(
+            identity = identity.as_str(),
+            "callers known by identity mode"
+        );
         let js = async_nats::jetstream::new(client.clone());
         // Every scheduler creates the topology at start; on a cluster that
         // is still electing, or busy with the others doing the same, a
@@ -127,7 +161,9 @@ impl Scheduler {
         };
         loops.push(tokio::spawn(tasks.clone().run_sweeps(stop.clone())));
         loops.push(tokio::spawn(tasks.clone().run_results(stop.clone())));
-        loops.push(tokio::spawn(tasks.clone().run_submissions(stop.clone())));
+        loops.push(tokio::spawn(
+            tasks.clone().run_submissions(stop.clone(), identity),
+        ));
         loops.push(tokio::spawn(tasks.clone().run_schedules(stop.clone())));
         loops.push(tokio::spawn(tasks.clone().run_runs(stop.clone())));
         loops.push(tokio::spawn(
@@ -141,7 +177,7 @@ impl Scheduler {
             store.clone(),
             stop.clone(),
         )));
-        let api = api::ApiService::start(client, store, tasks)
+        let api = api::ApiService::start(client, store, tasks, identity)
             .await
             .map_err(SchedulerError::Api)?;
         Ok(Scheduler { api, stop, loops })

@@ -40,6 +40,12 @@ struct Args {
     /// "What counts").
     #[arg(long, env = "FLOW_POWER_KNOWN_FOR", value_parser = parse_ack_wait)]
     power_known_for: Option<std::time::Duration>,
+    /// Who callers are: `development` (nothing verified; every caller is
+    /// the development user) or `verified` (the account and user the NATS
+    /// server stamps in `Nats-Request-Info`; deploy/nats/flow-verified.conf,
+    /// docs/audit.md "Who").
+    #[arg(long, env = "FLOW_IDENTITY", default_value = "development")]
+    identity: flow_scheduler::IdentityMode,
 }
 
 fn parse_ack_wait(text: &str) -> Result<std::time::Duration, String> {
@@ -86,7 +92,7 @@ async fn main() -> anyhow::Result<()> {
         .power_known_for
         .unwrap_or(flow_store::observed::DEFAULT_KNOWN_FOR);
     let started = tokio::select! {
-        started = start(&settings, ack_wait, known_for, metrics) => started?,
+        started = start(&settings, ack_wait, known_for, metrics, args.identity) => started?,
         () = &mut shutdown => {
             tracing::info!("stopped before start-up finished");
             return Ok(());
@@ -111,6 +117,7 @@ async fn start(
     ack_wait: std::time::Duration,
     known_for: std::time::Duration,
     metrics: SchedulerMetrics,
+    identity: flow_scheduler::IdentityMode,
 ) -> anyhow::Result<(Scheduler, async_nats::Client)> {
     let store = Store::connect(
         settings.database.url.expose(),
@@ -134,8 +141,9 @@ async fn start(
         placement = ?topology.placement_tags,
         "JetStream topology"
     );
-    let scheduler = Scheduler::start_with_metrics(client.clone(), store, topology, metrics)
-        .await
-        .context("cannot start the scheduler (JetStream set-up or flow.api)")?;
+    let scheduler =
+        Scheduler::start_identified(client.clone(), store, topology, Some(metrics), identity)
+            .await
+            .context("cannot start the scheduler (identity, JetStream set-up or flow.api)")?;
     Ok((scheduler, client))
 }

@@ -24,6 +24,7 @@ use flow_telemetry::ErrorChain;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{api_error, store_error};
+use crate::identity::IdentityMode;
 use crate::service::TaskService;
 
 /// How soon a task request from `flow.tasks.submit` that met a database
@@ -441,8 +442,11 @@ impl TaskService {
     /// JetStream drops a repeated `Nats-Msg-Id` (the request id) within its
     /// duplicate window, and the store recognises a repeated request id after
     /// it. The per-rack outcome is published on
-    /// `flow.events.submit.<request_id>`.
-    pub async fn run_submissions(self, stop: CancellationToken) {
+    /// `flow.events.submit.<request_id>`. In verified identity mode each is
+    /// refused (`unauthenticated`, answered and acknowledged): a stream
+    /// keeps no server-stamped identity, so tasks are submitted through
+    /// `flow.api` (docs/audit.md, "Who").
+    pub async fn run_submissions(self, stop: CancellationToken, identity: IdentityMode) {
         let metrics = self.metrics.clone();
         consume(
             &self.js.clone(),
@@ -464,6 +468,22 @@ impl TaskService {
                         if park(&this.js, STREAM_TASKS, &message, &error.message).await {
                             this.metrics.parked(STREAM_TASKS);
                         }
+                        return;
+                    }
+                    if identity == IdentityMode::Verified {
+                        tracing::warn!(
+                            request_id = %request.request_id,
+                            "stream submission refused: verified identity mode takes tasks through flow.api"
+                        );
+                        let refusal: Result<(), ApiError> = Err(ApiError::new(
+                            ErrorCode::Unauthenticated,
+                            "flow.tasks.submit: this scheduler verifies who submits (--identity verified) and a stream keeps no verified identity; submit through flow.api (task.submit, `flow task submit`)",
+                        ));
+                        let subject = subjects::submit_outcome(&request.request_id);
+                        if let Err(error) = this.js.publish(subject, encode_reply(&refusal).into()).await {
+                            tracing::warn!(error = %ErrorChain(&error), "submission outcome not published");
+                        }
+                        let _ = message.ack().await;
                         return;
                     }
                     // The outcome is a reply envelope, as on flow.api: the

@@ -131,8 +131,11 @@ async fn every_change_endpoint_of_the_catalog_leaves_one_record_and_reads_none()
                 assert_eq!(written, 1, "{name}: one record");
                 let r = newest(&env).await;
                 assert_eq!(r["endpoint"], name);
-                assert_eq!(r["actor"], actor.as_str(), "{name}");
-                assert_eq!(r["actor_source"], "header");
+                // Development mode (the default): one user, the header
+                // kept as a claim.
+                assert_eq!(r["actor"], "development", "{name}");
+                assert_eq!(r["actor_source"], "development");
+                assert_eq!(r["claimed_actor"], actor.as_str(), "{name}");
                 assert_eq!(r["kind"], "change");
                 assert_eq!(r["outcome"], "refused", "{name}: {reply:?}");
                 let message = reply.expect_err("an unknown field is refused");
@@ -144,13 +147,13 @@ async fn every_change_endpoint_of_the_catalog_leaves_one_record_and_reads_none()
             }
         }
     }
-    // Without the header the actor is `unknown`, from the default.
+    // Without the header there is no claim.
     env.err("rack.label", json!({"rack": "nope", "set": {"row": "A"}}))
         .await;
     let r = newest(&env).await;
     assert_eq!(
-        (&r["actor"], &r["actor_source"]),
-        (&json!("unknown"), &json!("default"))
+        (&r["actor"], &r["actor_source"], &r["claimed_actor"]),
+        (&json!("development"), &json!("development"), &Value::Null)
     );
     env.stop().await;
 }
@@ -268,7 +271,8 @@ async fn changes_leave_one_ok_record_each_in_their_own_transaction() {
         "one record per request, in order"
     );
     for r in &records {
-        assert_eq!(r["actor"], "alice", "{r}");
+        assert_eq!(r["claimed_actor"], "alice", "{r}");
+        assert_eq!(r["actor"], "development", "{r}");
         assert_eq!(r["outcome"], "ok", "{r}");
         assert_eq!(r["message"], "", "{r}");
     }
@@ -329,7 +333,7 @@ async fn a_refused_request_leaves_one_refused_record_and_no_change() {
         let r = newest(&env).await;
         assert_eq!(r["outcome"], "refused");
         assert_eq!(r["message"], e.as_str());
-        assert_eq!(r["actor"], "bob");
+        assert_eq!(r["claimed_actor"], "bob");
         assert_eq!(r["racks"], json!(["rack-01"]));
     }
     // An event rule whose task overrides readiness needs its reason too.
@@ -423,7 +427,7 @@ async fn records_cannot_be_changed_or_deleted_even_in_sql() {
         .fetch_all(env.store.pool())
         .await
         .unwrap();
-    assert_eq!(actors, vec!["unknown"]);
+    assert_eq!(actors, vec!["development"], "nothing was rewritten");
     env.stop().await;
 }
 
@@ -464,7 +468,8 @@ async fn audit_list_filters_newest_first() {
                 .iter()
                 .map(|r| {
                     (
-                        r["actor"].as_str().unwrap().to_owned(),
+                        // The set-up's requests name no one.
+                        r["claimed_actor"].as_str().unwrap_or("-").to_owned(),
                         r["endpoint"].as_str().unwrap().to_owned(),
                     )
                 })

@@ -1,6 +1,7 @@
-//! The audit log's contract: who a request claims to come from (the
-//! `Flow-Actor` header), what kind of endpoint it reached, and the
-//! `audit.list` request and reply. The records themselves are written by
+//! The audit log's contract: who a request comes from (the identity the
+//! NATS server verified, or the development user) beside who it claims to
+//! come from (the `Flow-Actor` header), what kind of endpoint it reached,
+//! and the `audit.list` request and reply. The records themselves are written by
 //! the scheduler in the transaction of each change (docs/audit.md).
 
 use schemars::JsonSchema;
@@ -11,10 +12,12 @@ use time::OffsetDateTime;
 use crate::envelope::{ApiError, ErrorCode};
 
 /// The NATS header a client names its operator in. A claim, not an
-/// authenticated identity: whoever can publish on `flow.api` can set it.
+/// authenticated identity: whoever can publish on `flow.api` can set it;
+/// it is recorded beside the verified actor (`claimed_actor`).
 pub const ACTOR_HEADER: &str = "Flow-Actor";
 
-/// The actor recorded when a request carries no `Flow-Actor` header.
+/// The actor of records written before identities were verified, whose
+/// request carried no `Flow-Actor` header.
 pub const UNKNOWN_ACTOR: &str = "unknown";
 
 /// The longest actor name kept (a longer header is cut to this).
@@ -64,16 +67,44 @@ impl EndpointKind {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum ActorSource {
-    /// The request's `Flow-Actor` header.
+    /// The NATS server's stamp (`Nats-Request-Info`): `<account>/<user>`,
+    /// authenticated by the server (verified mode).
+    Verified,
+    /// Inside Flow's own account, unstamped: one of Flow's processes
+    /// (verified mode; reads, hardware events and internal endpoints only).
+    Service,
+    /// Development mode: nothing verified, every caller is one user.
+    Development,
+    /// Verified mode, refused: the request's identity could not be
+    /// established (no stamp where one is needed, two, another case);
+    /// the actor is [`UNKNOWN_ACTOR`].
+    Unverified,
+    /// Records written before identities were verified: the `Flow-Actor`
+    /// header, a claim.
     Header,
-    /// No header: [`UNKNOWN_ACTOR`].
+    /// Records written before identities were verified, without a
+    /// `Flow-Actor` header: [`UNKNOWN_ACTOR`].
     Default,
 }
 
 impl ActorSource {
+    /// Every source.
+    pub const ALL: [ActorSource; 6] = [
+        ActorSource::Verified,
+        ActorSource::Service,
+        ActorSource::Development,
+        ActorSource::Unverified,
+        ActorSource::Header,
+        ActorSource::Default,
+    ];
+
     /// The name, as stored.
     pub fn as_str(self) -> &'static str {
         match self {
+            ActorSource::Verified => "verified",
+            ActorSource::Service => "service",
+            ActorSource::Development => "development",
+            ActorSource::Unverified => "unverified",
             ActorSource::Header => "header",
             ActorSource::Default => "default",
         }
@@ -81,13 +112,11 @@ impl ActorSource {
 
     /// The source named `text`.
     pub fn parse(text: &str) -> Option<ActorSource> {
-        [ActorSource::Header, ActorSource::Default]
-            .into_iter()
-            .find(|s| s.as_str() == text)
+        Self::ALL.into_iter().find(|s| s.as_str() == text)
     }
 }
 
-/// Who a request claims to come from.
+/// Who a request comes from, and who it says it comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Actor {
     /// The name (at most [`MAX_ACTOR_LEN`] characters, no control
@@ -95,34 +124,21 @@ pub struct Actor {
     pub name: String,
     /// Where it came from.
     pub source: ActorSource,
+    /// The request's `Flow-Actor` header, cleaned as the name; a claim
+    /// nobody verified (the console names its user in it).
+    pub claimed: Option<String>,
 }
 
-impl Actor {
-    /// The actor of a request whose `Flow-Actor` header is `header`: its
-    /// value trimmed, control characters dropped and cut to
-    /// [`MAX_ACTOR_LEN`]; none or blank is [`UNKNOWN_ACTOR`].
-    pub fn from_header(header: Option<&str>) -> Actor {
-        let name: String = header
-            .unwrap_or_default()
-            .chars()
-            .filter(|c| !c.is_control())
-            .collect::<String>()
-            .trim()
-            .chars()
-            .take(MAX_ACTOR_LEN)
-            .collect();
-        if name.is_empty() {
-            Actor {
-                name: UNKNOWN_ACTOR.to_owned(),
-                source: ActorSource::Default,
-            }
-        } else {
-            Actor {
-                name,
-                source: ActorSource::Header,
-            }
-        }
-    }
+/// `text` trimmed, its control characters dropped and cut to
+/// [`MAX_ACTOR_LEN`] characters: how any name is kept.
+pub fn clean_name(text: &str) -> String {
+    text.chars()
+        .filter(|c| !c.is_control())
+        .collect::<String>()
+        .trim()
+        .chars()
+        .take(MAX_ACTOR_LEN)
+        .collect()
 }
 
 /// How a request ended.
@@ -163,7 +179,9 @@ impl AuditOutcome {
             ErrorCode::BadRequest
             | ErrorCode::Invalid
             | ErrorCode::NotFound
-            | ErrorCode::Conflict => AuditOutcome::Refused,
+            | ErrorCode::Conflict
+            | ErrorCode::Unauthenticated
+            | ErrorCode::Forbidden => AuditOutcome::Refused,
             ErrorCode::Unavailable | ErrorCode::Internal => AuditOutcome::Error,
         }
     }
@@ -208,7 +226,7 @@ pub struct AuditList {
         with = "crate::task::timestamp::option"
     )]
     pub until: Option<OffsetDateTime>,
-    /// Only this actor.
+    /// Only records whose actor (verified) or claimed actor is this.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
     /// Only records naming this rack (by name).
@@ -262,10 +280,15 @@ pub struct AuditRecord {
     #[schemars(with = "crate::contract::Timestamp")]
     #[serde(with = "time::serde::rfc3339")]
     pub at: OffsetDateTime,
-    /// Who the request claimed to come from.
+    /// Who the request came from: `<account>/<user>` as the NATS server
+    /// verified it, or the development user (see `actor_source`).
     pub actor: String,
     /// Where that name came from.
     pub actor_source: ActorSource,
+    /// Who the request said it came from (its `Flow-Actor` header): a
+    /// claim, never checked.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub claimed_actor: Option<String>,
     /// The endpoint.
     pub endpoint: String,
     /// Its kind.
@@ -291,6 +314,28 @@ pub struct AuditRecord {
     pub reason: Option<String>,
 }
 
+impl AuditRecord {
+    /// Who, in one line for people: the actor, how it is known when it is
+    /// not verified, and the claim beside it (`OPS/alice`, `OPS/alice
+    /// (claims root)`, `development (claims alice)`, `alice (claimed)`).
+    pub fn who(&self) -> String {
+        let claim = self
+            .claimed_actor
+            .as_deref()
+            .filter(|c| *c != self.actor)
+            .map(|c| format!(" (claims {c})"))
+            .unwrap_or_default();
+        match self.actor_source {
+            ActorSource::Verified | ActorSource::Service | ActorSource::Development => {
+                format!("{}{claim}", self.actor)
+            }
+            ActorSource::Unverified => format!("{} (unverified){claim}", self.actor),
+            ActorSource::Header => format!("{} (claimed)", self.actor),
+            ActorSource::Default => format!("{} (no header)", self.actor),
+        }
+    }
+}
+
 /// `audit.list` reply.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct AuditListReply {
@@ -303,25 +348,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn an_actor_header_is_trimmed_and_a_missing_one_is_unknown() {
-        assert_eq!(
-            Actor::from_header(Some("  alice\n")),
-            Actor {
-                name: "alice".into(),
-                source: ActorSource::Header
-            }
-        );
-        for none in [None, Some(""), Some(" \t ")] {
-            assert_eq!(
-                Actor::from_header(none),
-                Actor {
-                    name: UNKNOWN_ACTOR.into(),
-                    source: ActorSource::Default
-                }
-            );
-        }
+    fn a_name_is_trimmed_cleaned_and_cut() {
+        assert_eq!(clean_name("  alice\n"), "alice");
+        assert_eq!(clean_name(" a\u{7}b "), "ab");
         let long = "x".repeat(MAX_ACTOR_LEN + 10);
-        assert_eq!(Actor::from_header(Some(&long)).name.len(), MAX_ACTOR_LEN);
+        assert_eq!(clean_name(&long).len(), MAX_ACTOR_LEN);
+        for source in ActorSource::ALL {
+            assert_eq!(ActorSource::parse(source.as_str()), Some(source));
+        }
     }
 
     #[test]

@@ -23,6 +23,12 @@ pub enum ErrorCode {
     /// The request conflicts with the current state (a default already
     /// exists, a name is taken, a rule still has associations).
     Conflict,
+    /// The caller's identity could not be established: in verified mode
+    /// a request without exactly one `Nats-Request-Info` from the NATS
+    /// server, where one is needed (docs/audit.md, "Who").
+    Unauthenticated,
+    /// The caller is known but may not do this.
+    Forbidden,
     /// No service answered (client side), or a dependency is down.
     Unavailable,
     /// A fault inside the service; the message says what.
@@ -37,6 +43,8 @@ impl ErrorCode {
             ErrorCode::Invalid => "invalid",
             ErrorCode::NotFound => "not_found",
             ErrorCode::Conflict => "conflict",
+            ErrorCode::Unauthenticated => "unauthenticated",
+            ErrorCode::Forbidden => "forbidden",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Internal => "internal",
         }

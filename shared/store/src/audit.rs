@@ -150,8 +150,8 @@ async fn insert(
     };
     sqlx::query(
         "INSERT INTO audit_log (actor, actor_source, endpoint, kind, racks, task_ids, target, \
-         request, outcome, message, reason) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+         request, outcome, message, reason, claimed_actor) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
     )
     .bind(clean(&entry.actor.name))
     .bind(entry.actor.source.as_str())
@@ -164,10 +164,13 @@ async fn insert(
     .bind(outcome.as_str())
     .bind(clean(message))
     .bind(entry.reason.as_deref().map(clean))
+    .bind(entry.actor.claimed.as_deref().map(clean))
     .execute(&mut **tx)
     .await?;
     tracing::info!(
         actor = %entry.actor.name,
+        actor_source = entry.actor.source.as_str(),
+        claimed = entry.actor.claimed.as_deref().unwrap_or_default(),
         endpoint = %entry.endpoint,
         outcome = outcome.as_str(),
         racks = ?entry.racks,
@@ -191,6 +194,7 @@ struct AuditRow {
     outcome: String,
     message: String,
     reason: Option<String>,
+    claimed_actor: Option<String>,
 }
 
 impl AuditRow {
@@ -212,6 +216,7 @@ impl AuditRow {
             outcome: AuditOutcome::parse(&self.outcome)
                 .ok_or_else(|| corrupt("outcome", &self.outcome))?,
             actor: self.actor,
+            claimed_actor: self.claimed_actor,
             endpoint: self.endpoint,
             kind,
             racks: self.racks,
@@ -253,10 +258,10 @@ impl Store {
     pub async fn audit_records(&self, filter: &AuditList) -> Result<Vec<AuditRecord>, StoreError> {
         let rows: Vec<AuditRow> = sqlx::query_as(
             "SELECT id, at, actor, actor_source, endpoint, kind, racks, task_ids, target, \
-             request, outcome, message, reason FROM audit_log \
+             request, outcome, message, reason, claimed_actor FROM audit_log \
              WHERE ($1::timestamptz IS NULL OR at >= $1) \
              AND ($2::timestamptz IS NULL OR at < $2) \
-             AND ($3::text IS NULL OR actor = $3) \
+             AND ($3::text IS NULL OR actor = $3 OR claimed_actor = $3) \
              AND ($4::text IS NULL OR racks @> ARRAY[$4::text]) \
              AND ($5::text IS NULL OR endpoint = $5) \
              AND ($6::text IS NULL OR outcome = $6) \

@@ -70,7 +70,7 @@ pub fn render(records: &[AuditRecord], filter: &Filter) -> Markup {
                     @for r in records {
                         tr data-endpoint=(r.endpoint) data-outcome=(r.outcome.as_str()) {
                             td { (when(Some(r.at))) }
-                            td.actor title=(r.actor_source.as_str()) { (r.actor) }
+                            td.actor title=(r.actor_source.as_str()) { (r.who()) }
                             td { code { (r.endpoint) } }
                             td { (r.racks.join(", ")) }
                             td { (r.target.as_deref().unwrap_or_default()) }

@@ -203,6 +203,12 @@ impl ComponentKind {
         }
     }
 
+    /// Whether its BMC serves an EventService (SSE): the trays do, the
+    /// shelves are poll-only.
+    pub fn has_event_service(self) -> bool {
+        self.profile().event_service
+    }
+
     /// Whether its BMC needs shelf power (trays) or has its own standby
     /// power (shelves).
     pub fn needs_shelf_power(self) -> bool {

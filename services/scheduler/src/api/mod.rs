@@ -22,13 +22,14 @@ use std::sync::Arc;
 use async_nats::service::{Service, ServiceExt};
 use bytes::Bytes;
 use flow_protocol::api::{ApiError, ErrorCode, encode_reply, endpoint};
-use flow_protocol::audit::{ACTOR_HEADER, Actor};
+use flow_protocol::audit::{ACTOR_HEADER, Actor, EndpointKind};
 use flow_protocol::subjects::{API_PREFIX, SERVICE_NAME, SERVICE_VERSION};
 use flow_store::Store;
 use futures::StreamExt;
 
 use self::table::Cx;
 use crate::audit::AuditedRequest;
+use crate::identity::{IdentityMode, Refusal};
 use crate::service::TaskService;
 
 /// Requests handled at once per scheduler (each holds at most one database
@@ -45,11 +46,12 @@ pub struct ApiService {
 
 impl ApiService {
     /// Starts the service on `client`, answering from `store`; task
-    /// endpoints go to `tasks`.
+    /// endpoints go to `tasks`; callers known as `identity` says.
     pub async fn start(
         client: async_nats::Client,
         store: Store,
         tasks: TaskService,
+        identity: IdentityMode,
     ) -> Result<ApiService, async_nats::Error> {
         let service = client
             .service_builder()
@@ -75,14 +77,8 @@ impl ApiService {
                     let tasks = Arc::clone(&tasks);
                     let max_payload = client.max_payload();
                     async move {
-                        let actor = Actor::from_header(
-                            request
-                                .message
-                                .headers
-                                .as_ref()
-                                .and_then(|h| h.get(ACTOR_HEADER))
-                                .map(|v| v.as_str()),
-                        );
+                        let headers = request.message.headers.as_ref();
+                        let actor = identify(identity, name, headers);
                         let reply =
                             handle(&store, &tasks, name, actor, &request.message.payload).await;
                         let reply = fit_reply(name, reply, max_payload);
@@ -130,21 +126,60 @@ fn fit_reply(name: &str, reply: Vec<u8>, max_payload: usize) -> Vec<u8> {
     )))
 }
 
-/// Answers one request from `actor`. A request to a `change` endpoint of
-/// the catalog leaves exactly one audit record: written with its change,
-/// or alone when it ends without one ([`crate::audit`]).
-#[tracing::instrument(skip_all, fields(endpoint = name, actor = %actor.name))]
+/// Who a request to `name` comes from, by its headers as `identity` says
+/// (`crate::identity::resolve`).
+fn identify(
+    identity: IdentityMode,
+    name: &str,
+    headers: Option<&async_nats::HeaderMap>,
+) -> Result<Actor, Refusal> {
+    let pairs = headers.into_iter().flat_map(|h| {
+        h.iter().flat_map(|(key, values)| {
+            values
+                .iter()
+                .map(move |value| (key.as_ref(), value.as_str()))
+        })
+    });
+    let claim = headers
+        .and_then(|h| h.get(ACTOR_HEADER))
+        .map(|v| v.as_str());
+    let kind = endpoint::kind(name).unwrap_or(EndpointKind::Read);
+    crate::identity::resolve(identity, name, kind, pairs, claim).inspect_err(|refusal| {
+        tracing::warn!(
+            endpoint = name,
+            actor = %refusal.actor.name,
+            code = refusal.error.code.as_str(),
+            message = %refusal.error.message,
+            "request refused: who sent it"
+        );
+    })
+}
+
+/// Answers one request from `actor` (or refuses it, unidentified). A
+/// request to a `change` endpoint of the catalog leaves exactly one audit
+/// record: written with its change, or alone when it ends without one
+/// ([`crate::audit`]).
+#[tracing::instrument(skip_all, fields(endpoint = name, actor = tracing::field::Empty))]
 pub async fn handle(
     store: &Store,
     tasks: &TaskService,
     name: &str,
-    actor: Actor,
+    actor: Result<Actor, Refusal>,
     body: &[u8],
 ) -> Vec<u8> {
-    match AuditedRequest::begin(store, tasks, name, actor, body) {
+    let (refusal, actor) = match actor {
+        Ok(actor) => (None, actor),
+        Err(Refusal { error, actor }) => (Some(error), actor),
+    };
+    tracing::Span::current().record("actor", actor.name.as_str());
+    let answer = async |store: &Store, tasks: &TaskService| match &refusal {
+        Some(error) => encode_reply::<()>(&Err(error.clone())),
         None => answer(store, tasks, name, body).await,
+    };
+    match AuditedRequest::begin(store, tasks, name, actor, body) {
+        None => answer(store, tasks).await,
         Some(audited) => {
-            let reply = answer(&audited.store, &audited.tasks, name, body).await;
+            let reply = answer(&audited.store, &audited.tasks).await;
             audited.end(&reply).await;
             reply
         }

@@ -877,12 +877,17 @@ fn audit_record(outcome: AuditOutcome) -> AuditRecord {
     AuditRecord {
         id: 42,
         at: T0,
-        actor: "alice".into(),
-        actor_source: if outcome == AuditOutcome::Ok {
-            ActorSource::Header
+        actor: if outcome == AuditOutcome::Ok {
+            "OPS/alice".into()
         } else {
-            ActorSource::Default
+            "development".into()
         },
+        actor_source: if outcome == AuditOutcome::Ok {
+            ActorSource::Verified
+        } else {
+            ActorSource::Development
+        },
+        claimed_actor: (outcome == AuditOutcome::Ok).then(|| "alice".into()),
         endpoint: "task.submit".into(),
         kind: flow_protocol::audit::EndpointKind::Change,
         racks: vec!["rack-01".into()],

@@ -1,0 +1,383 @@
+//! Verified identity against a real nats-server running the shipped
+//! `deploy/nats/flow-verified.conf` (only its store directory changed, and
+//! one test-only user added inside the FLOW account where a case needs
+//! it), a fresh Postgres database and a scheduler in `--identity verified`:
+//!
+//! * an operator's forged `Flow-Actor` and forged `Nats-Request-Info`
+//!   (sent twice) are recorded as the user the server authenticated, the
+//!   `Flow-Actor` kept as a claim; a copy in another letter case is refused
+//!   and recorded as that same user;
+//! * an operator may not call the internal endpoints (`forbidden`);
+//! * a request from inside the scheduler's account without a stamp may
+//!   read but not change anything (`unauthenticated`, recorded as refused);
+//! * a viewer's change is refused by the server and reaches nobody;
+//! * a task request on the `flow.tasks.submit` stream is answered with a
+//!   refusal and creates nothing; an operator has no route to it at all.
+
+use std::time::Duration;
+
+use async_nats::HeaderMap;
+use async_nats::jetstream;
+use flow_protocol::api::{ApiError, ErrorCode, decode_reply};
+use flow_protocol::jobs::SUBJECT_SUBMIT;
+use flow_protocol::subjects::api_subject;
+use flow_scheduler::{IdentityMode, Scheduler, Topology};
+use flow_store::Store;
+use flow_tests::{NatsServer, TestDb};
+use futures::StreamExt;
+use serde_json::{Value, json};
+
+/// The shipped file, read from the repository.
+const CONFIG: &str = include_str!("../../../deploy/nats/flow-verified.conf");
+/// The one line the tests must change in it: where JetStream keeps files.
+const STORE_DIR_LINE: &str = "store_dir: \"/var/lib/nats\"";
+/// The FLOW account's worker line, after which a test may add a user.
+const WORKER_LINE: &str =
+    "{user: worker, password: $FLOW_NATS_WORKER_PASSWORD, permissions: $ROLE_WORKER}";
+/// Bound of one request.
+const REPLY: Duration = Duration::from_secs(10);
+
+/// A site in verified mode: the server, the database, the scheduler.
+struct Site {
+    nats: NatsServer,
+    db: TestDb,
+    scheduler: Scheduler,
+}
+
+const PASSWORDS: [(&str, &str); 5] = [
+    ("FLOW_NATS_SCHEDULER_PASSWORD", "scheduler-secret"),
+    ("FLOW_NATS_WORKER_PASSWORD", "worker-secret"),
+    ("FLOW_NATS_ALICE_PASSWORD", "alice-secret"),
+    ("FLOW_NATS_VICTOR_PASSWORD", "victor-secret"),
+    ("FLOW_NATS_INTRUDER_PASSWORD", "intruder-secret"),
+];
+
+impl Site {
+    /// Starts the server from the shipped file (with `intruder`, a
+    /// test-only user of the FLOW account allowed every subject, when
+    /// asked), then a verified scheduler connected as `scheduler`.
+    async fn start(with_intruder: bool) -> Site {
+        assert!(
+            CONFIG.contains(STORE_DIR_LINE) && CONFIG.contains(WORKER_LINE),
+            "deploy/nats/flow-verified.conf no longer has {STORE_DIR_LINE} and {WORKER_LINE}"
+        );
+        let nats = NatsServer::start_with_config_file(
+            &|store| {
+                let mut text = CONFIG.replace(
+                    STORE_DIR_LINE,
+                    &format!("store_dir: \"{}\"", store.display()),
+                );
+                if with_intruder {
+                    text = text.replace(
+                        WORKER_LINE,
+                        &format!(
+                            "{WORKER_LINE}\n      {{user: intruder, password: $FLOW_NATS_INTRUDER_PASSWORD}}"
+                        ),
+                    );
+                }
+                text
+            },
+            &PASSWORDS,
+        );
+        let db = TestDb::create().await;
+        let store = Store::connect(db.url(), 5).await.expect("store connects");
+        store.migrate().await.expect("migrations");
+        let client = connect(&nats, "scheduler", "_INBOX_scheduler").await;
+        let scheduler = Scheduler::start_identified(
+            client,
+            store,
+            Topology::single(Duration::from_secs(30)),
+            None,
+            IdentityMode::Verified,
+        )
+        .await
+        .expect("a verified scheduler starts on this nats-server");
+        Site {
+            nats,
+            db,
+            scheduler,
+        }
+    }
+
+    async fn store(&self) -> Store {
+        Store::connect(self.db.url(), 2).await.expect("store")
+    }
+
+    async fn stop(self) {
+        self.scheduler.stop().await.expect("scheduler stops");
+        drop(self.nats);
+    }
+}
+
+/// A connection as `user` (password from [`PASSWORDS`]) with its own
+/// inbox prefix.
+async fn connect(nats: &NatsServer, user: &str, inbox: &str) -> async_nats::Client {
+    let variable = format!("FLOW_NATS_{}_PASSWORD", user.to_uppercase());
+    let password = PASSWORDS
+        .iter()
+        .find(|(k, _)| *k == variable)
+        .map(|(_, v)| *v)
+        .expect("a password");
+    async_nats::ConnectOptions::with_user_and_password(user.into(), password.into())
+        .custom_inbox_prefix(inbox)
+        .connect(nats.url())
+        .await
+        .unwrap_or_else(|e| panic!("{user} connects: {e}"))
+}
+
+/// Sends `body` to `endpoint` with exactly these headers (repeats kept).
+async fn request(
+    client: &async_nats::Client,
+    endpoint: &str,
+    body: &Value,
+    headers: &[(&str, &str)],
+) -> Result<Value, ApiError> {
+    let mut map = HeaderMap::new();
+    for (name, value) in headers {
+        map.append(*name, *value);
+    }
+    let reply = tokio::time::timeout(
+        REPLY,
+        client.request_with_headers(api_subject(endpoint), map, body.to_string().into()),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{endpoint}: no reply within {REPLY:?}"))
+    .unwrap_or_else(|e| panic!("{endpoint}: {e}"));
+    decode_reply::<Value>(&reply.payload)
+}
+
+/// The newest audit record.
+async fn newest(store: &Store) -> Value {
+    let records: Vec<Value> = sqlx::query_scalar(
+        "SELECT to_jsonb(a) - 'request' FROM audit_log a ORDER BY id DESC LIMIT 1",
+    )
+    .fetch_all(store.pool())
+    .await
+    .expect("audit read");
+    records.into_iter().next().expect("an audit record")
+}
+
+/// Rows in one of the tables the tests count.
+#[derive(Clone, Copy)]
+enum Table {
+    Audit,
+    Racks,
+    Tasks,
+}
+
+async fn count(store: &Store, table: Table) -> i64 {
+    let sql = match table {
+        Table::Audit => "SELECT count(*) FROM audit_log",
+        Table::Racks => "SELECT count(*) FROM racks",
+        Table::Tasks => "SELECT count(*) FROM tasks",
+    };
+    sqlx::query_scalar(sql)
+        .fetch_one(store.pool())
+        .await
+        .expect("count")
+}
+
+fn rack(name: &str) -> Value {
+    json!({"rack": {"name": name, "components": [
+        {"name": "compute-01", "type": "compute", "bmc_url": "http://127.0.0.1:9"}
+    ]}})
+}
+
+const FORGED: &str = r#"{"acc":"FLOW","user":"root"}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forged_identities_are_recorded_as_the_user_the_server_verified() {
+    let site = Site::start(false).await;
+    let store = site.store().await;
+    let alice = connect(&site.nats, "alice", "_INBOX_alice").await;
+
+    // Forged Flow-Actor and a forged stamp, twice: the server writes its
+    // own over both.
+    request(
+        &alice,
+        "rack.create",
+        &rack("rack-a1"),
+        &[
+            ("Flow-Actor", "root"),
+            ("Nats-Request-Info", FORGED),
+            ("Nats-Request-Info", FORGED),
+        ],
+    )
+    .await
+    .expect("alice creates a rack");
+    let r = newest(&store).await;
+    assert_eq!(
+        (
+            &r["endpoint"],
+            &r["actor"],
+            &r["actor_source"],
+            &r["claimed_actor"],
+            &r["outcome"]
+        ),
+        (
+            &json!("rack.create"),
+            &json!("OPS/alice"),
+            &json!("verified"),
+            &json!("root"),
+            &json!("ok")
+        ),
+        "{r}"
+    );
+
+    // A copy in another letter case survives the server (it matches names
+    // exactly): the scheduler refuses the request and records who sent it.
+    let error = request(
+        &alice,
+        "rack.create",
+        &rack("rack-a2"),
+        &[("Flow-Actor", "root"), ("nats-request-info", FORGED)],
+    )
+    .await
+    .expect_err("a lower-case stamp is refused");
+    assert_eq!(error.code, ErrorCode::Unauthenticated, "{error:?}");
+    assert!(error.message.contains("nats-request-info"), "{error:?}");
+    let r = newest(&store).await;
+    assert_eq!(
+        (&r["actor"], &r["claimed_actor"], &r["outcome"]),
+        (&json!("OPS/alice"), &json!("root"), &json!("refused")),
+        "{r}"
+    );
+    assert_eq!(
+        count(&store, Table::Racks).await,
+        1,
+        "rack-a2 was not created"
+    );
+
+    // An operator is no process of Flow's: the internal endpoints refuse.
+    let error = request(
+        &alice,
+        "power.sent",
+        &json!({"grant": "00000000-0000-0000-0000-000000000000"}),
+        &[],
+    )
+    .await
+    .expect_err("an operator may not report power sends");
+    assert_eq!(error.code, ErrorCode::Forbidden, "{error:?}");
+
+    // Reads answer, and list the verified actor.
+    let listed = request(&alice, "audit.list", &json!({"actor": "OPS/alice"}), &[])
+        .await
+        .expect("alice reads the log");
+    assert_eq!(listed["records"].as_array().map(Vec::len), Some(2));
+
+    // A viewer's change never reaches the scheduler: the server refuses it.
+    let victor = connect(&site.nats, "victor", "_INBOX_victor").await;
+    let before = count(&store, Table::Audit).await;
+    let refused = tokio::time::timeout(
+        Duration::from_secs(3),
+        victor.request(
+            api_subject("rack.create"),
+            rack("rack-v").to_string().into(),
+        ),
+    )
+    .await;
+    assert!(
+        !matches!(refused, Ok(Ok(_))),
+        "the server let a viewer's rack.create through"
+    );
+    request(&victor, "rack.list", &json!({}), &[])
+        .await
+        .expect("a viewer reads");
+    assert_eq!(count(&store, Table::Audit).await, before);
+    assert_eq!(count(&store, Table::Racks).await, 1);
+
+    // An operator has no route to the submission stream.
+    let js = jetstream::ContextBuilder::new()
+        .timeout(Duration::from_secs(2))
+        .build(alice.clone());
+    let acked = match js
+        .publish(
+            SUBJECT_SUBMIT,
+            json!({"request_id": "alice-stream", "racks": ["rack-a1"], "operation": "power_on"})
+                .to_string()
+                .into(),
+        )
+        .await
+    {
+        Ok(ack) => ack.await.is_ok(),
+        Err(_) => false,
+    };
+    assert!(!acked, "JetStream took an operator's stream submission");
+    assert_eq!(count(&store, Table::Tasks).await, 0);
+    site.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unstamped_requests_from_inside_flows_account_may_read_but_not_change() {
+    let site = Site::start(true).await;
+    let store = site.store().await;
+    let intruder = connect(&site.nats, "intruder", "_INBOX_intruder").await;
+
+    let error = request(
+        &intruder,
+        "rack.create",
+        &rack("rack-i1"),
+        &[("Flow-Actor", "alice")],
+    )
+    .await
+    .expect_err("an unstamped change is refused");
+    assert_eq!(error.code, ErrorCode::Unauthenticated, "{error:?}");
+    let r = newest(&store).await;
+    assert_eq!(
+        (
+            &r["actor"],
+            &r["actor_source"],
+            &r["claimed_actor"],
+            &r["outcome"]
+        ),
+        (
+            &json!("unknown"),
+            &json!("unverified"),
+            &json!("alice"),
+            &json!("refused")
+        ),
+        "{r}"
+    );
+    assert_eq!(count(&store, Table::Racks).await, 0);
+    request(&intruder, "rack.list", &json!({}), &[])
+        .await
+        .expect("an unstamped read answers");
+
+    // A stream submission keeps no stamp: refused, answered, nothing made.
+    let mut outcomes = intruder
+        .subscribe("flow.events.submit.from-inside")
+        .await
+        .expect("subscribe");
+    let js = jetstream::new(intruder.clone());
+    js.publish(
+        SUBJECT_SUBMIT,
+        json!({"request_id": "from-inside", "racks": ["rack-i1"], "operation": "power_on"})
+            .to_string()
+            .into(),
+    )
+    .await
+    .expect("published")
+    .await
+    .expect("stored");
+    let outcome = tokio::time::timeout(REPLY, outcomes.next())
+        .await
+        .expect("an outcome within the bound")
+        .expect("a message");
+    let error = decode_reply::<Value>(&outcome.payload).expect_err("refused");
+    assert_eq!(error.code, ErrorCode::Unauthenticated, "{error:?}");
+    assert!(error.message.contains("flow.api"), "{error:?}");
+    assert_eq!(count(&store, Table::Tasks).await, 0);
+
+    // The limit the file's comments state: inside FLOW a stamp can be
+    // written by hand, which is why FLOW holds only Flow's processes.
+    request(
+        &intruder,
+        "rack.create",
+        &rack("rack-i2"),
+        &[("Nats-Request-Info", r#"{"acc":"OPS","user":"bob"}"#)],
+    )
+    .await
+    .expect("a hand-written stamp inside FLOW is believed");
+    assert_eq!(newest(&store).await["actor"], "OPS/bob");
+    site.stop().await;
+}
