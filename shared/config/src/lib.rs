@@ -124,15 +124,22 @@ pub const MAX_REPLICAS: usize = 5;
 pub struct DatabaseSettings {
     /// `postgres://user[:password]@host:port/database`.
     pub url: Secret,
-    /// Connection pool size.
+    /// Connection pool size: by default one per `flow.api` request the
+    /// scheduler answers at once (32) plus its background loops, so that an
+    /// operator's request never waits for a connection behind the workers'
+    /// power admissions, each of which holds one while it waits for its
+    /// domains' row locks (`flow-bench power`, docs/benchmarks.md).
     pub max_connections: u32,
 }
+
+/// The pool size unless configured.
+pub const DEFAULT_MAX_CONNECTIONS: u32 = 40;
 
 impl Default for DatabaseSettings {
     fn default() -> Self {
         DatabaseSettings {
             url: Secret::new(DEFAULT_DATABASE_URL),
-            max_connections: 10,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 }
@@ -668,6 +675,6 @@ mod example_file {
         let s = Settings::load(Some(&path), &|_| None).expect("examples/flow.yaml loads");
         s.validate_nats().expect("valid nats settings");
         s.validate_database().expect("valid database settings");
-        assert_eq!(s.database.max_connections, 10);
+        assert_eq!(s.database.max_connections, DEFAULT_MAX_CONNECTIONS);
     }
 }
