@@ -774,7 +774,9 @@ async fn a_leak_locks_the_tile_and_an_operator_clears_it_with_a_reason() {
     );
     let stored = env.ok("event.get", json!({ "id": id })).await;
     assert_eq!(stored["cleared_reason"], "tray replaced, dry", "{stored}");
-    // The Audit page: the clear, by the console's operator, with its reason.
+    // The Audit page: the clear, by the development user (the stack's
+    // scheduler verifies no identity) claiming the console's operator,
+    // with its reason.
     tab.goto(&format!("{}/audit?endpoint=event.clear", console.url))
         .await;
     assert_eq!(
@@ -784,7 +786,11 @@ async fn a_leak_locks_the_tile_and_an_operator_clears_it_with_a_reason() {
                  r.querySelector('td.reason').textContent])"
         )
         .await,
-        json!([["ok", "console:operator", "tray replaced, dry"]])
+        json!([[
+            "ok",
+            "development (claims console:operator)",
+            "tray replaced, dry"
+        ]])
     );
     screenshot(&mut tab, "audit").await;
     assert_eq!(stored["locks"], json!([]), "{stored}");
