@@ -71,7 +71,7 @@ impl Scheduler {
         store: Store,
         topology: Topology,
     ) -> Result<Scheduler, SchedulerError> {
-        Self::start_inner(client, store, topology, None, IdentityMode::Development).await
+        Self::start_identified(client, store, topology, None, IdentityMode::Development).await
     }
 
     /// [`Scheduler::start_with`], counting in `metrics` (registered by the
@@ -83,7 +83,7 @@ impl Scheduler {
         topology: Topology,
         metrics: metrics::SchedulerMetrics,
     ) -> Result<Scheduler, SchedulerError> {
-        Self::start_inner(
+        Self::start_identified(
             client,
             store,
             topology,
@@ -98,16 +98,6 @@ impl Scheduler {
     /// to start on a nats-server that does not strip forged
     /// `Nats-Request-Info` headers ([`identity::server_strips_forgeries`]).
     pub async fn start_identified(
-        client: async_nats::Client,
-        store: Store,
-        topology: Topology,
-        metrics: Option<metrics::SchedulerMetrics>,
-        identity: IdentityMode,
-    ) -> Result<Scheduler, SchedulerError> {
-        Self::start_inner(client, store, topology, metrics, identity).await
-    }
-
-    async fn start_inner(
         client: async_nats::Client,
         store: Store,
         topology: Topology,
