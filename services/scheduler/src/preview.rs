@@ -228,6 +228,7 @@ impl TaskService {
                     domains: record.power_domains.clone(),
                     emergency: false,
                     observed: None,
+                    replaces_ms: None,
                 };
                 let text = match self.store.preview_power(&ask).await.map_err(store_error)? {
                     None | Some(Decision::Admit) => continue,

@@ -755,3 +755,60 @@ async fn a_budget_below_the_all_on_draw_powers_on_what_fits_and_refuses_the_rest
     }
     env.stop().await;
 }
+
+/// A worker that comes after its reservation's send-by asks again naming
+/// it (`replaces_ms`): that reservation is released, so the command holds
+/// one share of the domain, not two — a late worker does not push every
+/// later reservation back. Asked straight on `power.admit`, as workers do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lapsed_reservation_asked_again_is_released_not_counted_twice() {
+    let env = env(1, 0, InitialPower::On).await;
+    // Room for one tray's inrush above the rack's steady draw, each held
+    // for its 10 s settle (plus the 1 s send window): a second tray waits.
+    env.ok(
+        "power_model.set",
+        json!({"component_type": "Compute", "inrush_w": COMPUTE_W.0 as u32,
+               "steady_w": COMPUTE_W.1 as u32, "settle_ms": 10_000}),
+    )
+    .await;
+    let budget = steady_kw(1) + (COMPUTE_W.0 - COMPUTE_W.1) / 1000.0 + 0.3;
+    domain(&env, 1, budget).await;
+    env.ok(
+        "power_domain.set",
+        json!({"name": "row=A", "budget_kw": budget}),
+    )
+    .await;
+    let task = flow_protocol::TaskId::new().to_string();
+    let ask = |tray: &str, replaces: Option<u64>| {
+        let mut body = json!({"task": task, "rack": "rack-01", "component": tray,
+                              "component_type": "Compute", "operation": "power_on",
+                              "domains": ["row=A"]});
+        if let Some(at) = replaces {
+            body["replaces_ms"] = json!(at);
+        }
+        body
+    };
+    let first = env.ok("power.admit", ask("compute-01", None)).await;
+    assert_eq!(first["decision"], "granted", "{first}");
+    let reserved = |a: &Value| -> u64 {
+        assert_eq!(a["decision"], "reserved", "{a}");
+        a["at_ms"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("not reserved: {a}"))
+    };
+    let b1 = reserved(&env.ok("power.admit", ask("compute-02", None)).await);
+    // compute-02 came late and asks again, releasing its reservation: it is
+    // given the same slot, not one behind its own lapsed grant.
+    let b2 = reserved(&env.ok("power.admit", ask("compute-02", Some(b1))).await);
+    assert_eq!(b2, b1, "the released reservation's slot is free again");
+    // Its new reservation is counted: compute-03 goes after it.
+    let c = reserved(&env.ok("power.admit", ask("compute-03", None)).await);
+    assert!(c >= b1 + 11_000, "compute-03 at {c}, compute-02 at {b1}");
+    // Asking again without naming it keeps both: behind them, and later.
+    let b3 = reserved(&env.ok("power.admit", ask("compute-02", None)).await);
+    assert!(
+        b3 >= c + 11_000,
+        "compute-02 again at {b3}, compute-03 at {c}"
+    );
+    env.stop().await;
+}

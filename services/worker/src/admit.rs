@@ -48,6 +48,7 @@ impl PowerGate for NatsGate {
                     power: crate::observe::power_of(power),
                     at_ms,
                 }),
+                replaces_ms: request.replaces_ms,
             };
             let payload = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
             let subject = api_subject(endpoint::PowerAdmit::NAME);

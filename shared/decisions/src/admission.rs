@@ -13,8 +13,9 @@
 //! grant over the interval it holds: from its start until it was reported
 //! sent and its settle time has passed (one never reported expires). A
 //! command that does not fit only because of components whose power is not
-//! known waits for them to be read; one that does not fit the draw known
-//! on is refused.
+//! known, or of draw measured above steady (a reading to be refreshed, a
+//! tray working hard), waits for them to be read; one that does not fit
+//! the steady draw known on is refused.
 //!
 //! A power-on is not told "not now, ask again": it is given the earliest
 //! start at which it fits in every domain it is in — now (granted) or
@@ -58,6 +59,10 @@ pub struct DomainState {
     /// What its racks' other components are known to draw, W: known on at
     /// steady (or measured) draw; known off or unpowered at none.
     pub known_w: u64,
+    /// Of `known_w`, what was measured above those components' steady
+    /// draw (a tray working hard, or a reading not yet refreshed), W: it
+    /// makes a command wait, never refuses one.
+    pub measured_excess_w: u64,
     /// The steady draw of its racks' other components whose power is not
     /// known (never read, read too long ago, unreachable, moving), W.
     pub unknown_w: u64,
@@ -191,13 +196,14 @@ fn inrush(
         let Some(budget) = d.budget_w else {
             continue;
         };
-        if d.known_w + steady_w + excess_w > budget {
+        let floor = d.known_w.saturating_sub(d.measured_excess_w);
+        if floor + steady_w + excess_w > budget {
             return Decision::Refuse {
                 reason: format!(
                     "power budget of {} is {} kW: the draw known on there ({} kW) and this power-on ({} kW steady, {} kW inrush) would pass it; it fits only once something there is off, or with a larger budget",
                     d.name,
                     kw(budget),
-                    kw(d.known_w),
+                    kw(floor),
                     kw(steady_w),
                     kw(steady_w + excess_w)
                 ),
@@ -208,15 +214,28 @@ fn inrush(
         if let Some(budget) = d.budget_w
             && d.known_w + d.unknown_w + steady_w + excess_w > budget
         {
+            let mut why = Vec::new();
+            if d.unknown_w > 0 {
+                why.push(format!(
+                    "{} kW of it {} components whose power is not known",
+                    kw(d.unknown_w),
+                    d.unknown
+                ));
+            }
+            if d.measured_excess_w > 0 {
+                why.push(format!(
+                    "{} kW of it measured above steady draw",
+                    kw(d.measured_excess_w)
+                ));
+            }
             return Decision::Wait {
                 until_ms: now_ms + UNKNOWN_RETRY_MS,
                 reason: format!(
-                    "waiting for power budget in {}: {} of {} kW counted, {} kW of it {} components whose power is not known",
+                    "waiting for power budget in {}: {} of {} kW counted, {}",
                     d.name,
                     kw(d.known_w + d.unknown_w),
                     kw(budget),
-                    kw(d.unknown_w),
-                    d.unknown
+                    why.join(", ")
                 ),
                 domain: d.name.clone(),
             };
@@ -423,6 +442,7 @@ mod tests {
             max_shelves_off: Some(2),
             min_spacing_ms: None,
             known_w: 1_100_000,
+            measured_excess_w: 0,
             unknown_w: 0,
             unknown: 0,
             grants: vec![],
@@ -735,6 +755,38 @@ mod tests {
         d.unknown_w = 0;
         d.unknown = 0;
         assert_eq!(decide(&[d], tray(), 0), Decision::Admit);
+    }
+
+    #[test]
+    fn draw_measured_above_steady_holds_a_command_and_never_refuses_it() {
+        // The row's trays known on at 1,194.6 kW steady, one of them read
+        // 2 kW above it: the tray fits the steady draw (and is not refused)
+        // but not the measured one, so it waits for a fresher reading.
+        let mut d = domain();
+        d.budget_w = Some(1_200_000 + 3_600);
+        d.known_w = 1_194_600 + 2_000;
+        d.measured_excess_w = 2_000;
+        match decide(std::slice::from_ref(&d), tray(), 0) {
+            Decision::Wait { reason, .. } => assert_eq!(
+                reason,
+                "waiting for power budget in row=B: 1,196.6 of 1,203.6 kW counted, 2 kW of it measured above steady draw"
+            ),
+            other => panic!("{other:?}"),
+        }
+        // Read again at steady draw: it goes.
+        d.known_w -= 2_000;
+        d.measured_excess_w = 0;
+        assert_eq!(decide(std::slice::from_ref(&d), tray(), 0), Decision::Admit);
+        // Past the steady draw, it is refused naming the steady figure.
+        d.known_w = 1_200_000 + 2_000;
+        d.measured_excess_w = 2_000;
+        let Decision::Refuse { reason } = decide(&[d], tray(), 0) else {
+            panic!("not refused");
+        };
+        assert!(
+            reason.contains("the draw known on there (1,200 kW)"),
+            "{reason}"
+        );
     }
 
     #[test]

@@ -60,6 +60,10 @@ pub struct ComponentState {
     /// time comes before it, its command goes without asking again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub send_by_ms: Option<u64>,
+    /// That reservation's start (epoch ms): should the component come after
+    /// its send-by, the command asks again and releases it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reserved_at_ms: Option<u64>,
     /// This job's command to the component in the current action: written
     /// before it is sent, confirmed once the device accepted it, removed
     /// when the device refused it.
@@ -180,6 +184,7 @@ impl ComponentState {
             installed_version: None,
             held: None,
             send_by_ms: None,
+            reserved_at_ms: None,
             command: None,
             awaiting: None,
         }

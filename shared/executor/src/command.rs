@@ -56,8 +56,9 @@ enum Held {
     /// Ask again at this time; the reason is shown to operators.
     Until(u64, String),
     /// Reserved from the first time until the second: go then without
-    /// asking again.
-    Reserved(u64, u64, String),
+    /// asking again. The third is the reservation's start as admission
+    /// recorded it (the first is never before the worker's now).
+    Reserved(u64, u64, u64, String),
     /// It never can, as its domain stands.
     Refused(String),
 }
@@ -65,7 +66,7 @@ enum Held {
 impl Held {
     fn reason(&self) -> Option<String> {
         match self {
-            Held::Until(_, reason) | Held::Reserved(_, _, reason) => Some(reason.clone()),
+            Held::Until(_, reason) | Held::Reserved(_, _, _, reason) => Some(reason.clone()),
             Held::Refused(_) => None,
         }
     }
@@ -73,12 +74,14 @@ impl Held {
 
 /// Asks the power gate whether `op` may go to `target` now; `None` = go.
 /// Steps of racks in no power domain never ask.
+#[allow(clippy::too_many_arguments)]
 async fn admit(
     job: &StepJob,
     gate: &dyn PowerGate,
     target: &ComponentTarget,
     op: PowerOperation,
     observed: Option<PowerStatus>,
+    replaces_ms: Option<u64>,
     limit: Duration,
     now: u64,
 ) -> Option<Held> {
@@ -91,6 +94,7 @@ async fn admit(
         component_type: target.component_type,
         operation: op,
         observed: observed.map(|s| (s, now)),
+        replaces_ms,
     };
     match tokio::time::timeout(limit, gate.admit(job, request)).await {
         Ok(Ok(Admission::Granted)) => None,
@@ -98,7 +102,9 @@ async fn admit(
             at_ms,
             send_by_ms,
             reason,
-        })) if send_by_ms >= at_ms => Some(Held::Reserved(at_ms.max(now), send_by_ms, reason)),
+        })) if send_by_ms >= at_ms => {
+            Some(Held::Reserved(at_ms.max(now), send_by_ms, at_ms, reason))
+        }
         Ok(Ok(Admission::Reserved { at_ms, reason, .. }))
         | Ok(Ok(Admission::Wait {
             until_ms: at_ms,
@@ -242,11 +248,16 @@ async fn decide_power(
     // A reservation whose time came goes without reading or asking again:
     // both were done when it was reserved (a device that changed since
     // refuses, and the refusal is read). One missed (the worker came late)
-    // decides anew.
-    if state.send_by_ms.take().is_some_and(|by| now <= by) {
-        state.held = None;
-        return Decided::new(Call::Send(Command::Power(op)), 0);
-    }
+    // decides anew, releasing it: nothing was sent under it.
+    let reserved_at = state.reserved_at_ms.take();
+    let replaces_ms = match state.send_by_ms.take() {
+        Some(by) if now <= by => {
+            state.held = None;
+            return Decided::new(Call::Send(Command::Power(op)), 0);
+        }
+        Some(_) => reserved_at,
+        None => None,
+    };
     let mut calls = 0;
     let mut seen = None;
     let mut read = None;
@@ -296,12 +307,13 @@ async fn decide_power(
             }
         }
     }
-    if let Some(held) = admit(job, gate, target, op, read, limit, now).await {
+    if let Some(held) = admit(job, gate, target, op, read, replaces_ms, limit, now).await {
         state.held = held.reason();
         let call = match held {
             Held::Until(at, _) => Call::Held(at),
-            Held::Reserved(at, by, _) => {
+            Held::Reserved(at, by, start, _) => {
                 state.send_by_ms = Some(by);
+                state.reserved_at_ms = Some(start);
                 Call::Held(at)
             }
             Held::Refused(reason) => Call::Fail(reason),

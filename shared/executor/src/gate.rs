@@ -26,6 +26,9 @@ pub struct GateRequest<'a> {
     pub operation: PowerOperation,
     /// What was read of the component just before, and when (epoch ms).
     pub observed: Option<(PowerStatus, u64)>,
+    /// The start of this command's reservation that passed unsent (epoch
+    /// ms): its grant is released, not counted beside the new one.
+    pub replaces_ms: Option<u64>,
 }
 
 /// Where a worker asks before a power command (a power-on, a reset, a

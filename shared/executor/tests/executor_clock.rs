@@ -542,6 +542,8 @@ struct Gate {
     /// "ask again".
     reserve: bool,
     asked: AtomicUsize,
+    /// Each ask's released reservation (`replaces_ms`), in order.
+    replaced: std::sync::Mutex<Vec<Option<u64>>>,
     clock: Arc<TokioClock>,
 }
 
@@ -549,10 +551,11 @@ impl flow_executor::gate::PowerGate for Gate {
     fn admit<'a>(
         &'a self,
         _job: &'a StepJob,
-        _request: flow_executor::gate::GateRequest<'a>,
+        request: flow_executor::gate::GateRequest<'a>,
     ) -> futures::future::BoxFuture<'a, Result<flow_protocol::power::Admission, String>> {
         use flow_protocol::power::Admission;
         self.asked.fetch_add(1, Ordering::SeqCst);
+        self.replaced.lock().unwrap().push(request.replaces_ms);
         let answer = if self.refuse {
             Admission::Refused {
                 reason: "power budget of row=B is 10 kW, below its steady draw".into(),
@@ -594,6 +597,7 @@ async fn a_held_command_waits_in_the_checkpoint_with_its_reason_and_is_sent_when
         refuse: false,
         reserve: false,
         asked: AtomicUsize::new(0),
+        replaced: Default::default(),
         clock: Arc::clone(&clock),
     };
     let job = gated_job(2);
@@ -649,6 +653,7 @@ async fn a_reserved_command_goes_at_its_time_without_asking_again_and_asks_anew_
             refuse: false,
             reserve: true,
             asked: AtomicUsize::new(0),
+            replaced: Default::default(),
             clock: Arc::clone(&clock),
         };
         let job = gated_job(2);
@@ -692,6 +697,16 @@ async fn a_reserved_command_goes_at_its_time_without_asking_again_and_asks_anew_
         // nothing, so each asked again (and was granted: the gate opened).
         let asked = if late { 4 } else { 2 };
         assert_eq!(gate.asked.load(Ordering::SeqCst), asked, "late: {late}");
+        // The late asks release the lapsed reservation (its start, as the
+        // gate gave it), so it is not counted beside the new grant.
+        let replaced = gate.replaced.lock().unwrap().clone();
+        let expected = if late {
+            vec![None, None, Some(gate.open_ms), Some(gate.open_ms)]
+        } else {
+            vec![None, None]
+        };
+        assert_eq!(replaced, expected, "late: {late}");
+        assert!(cp.components.values().all(|c| c.reserved_at_ms.is_none()));
     }
 }
 
@@ -706,6 +721,7 @@ async fn a_refused_command_fails_its_component_naming_the_reason_and_racks_in_no
         refuse: true,
         reserve: false,
         asked: AtomicUsize::new(0),
+        replaced: Default::default(),
         clock: Arc::clone(&clock),
     };
     let mut cp = Checkpoint::default();

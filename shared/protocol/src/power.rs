@@ -241,6 +241,12 @@ pub struct PowerAdmit {
     /// power, when): recorded before the decision, as any observation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed: Option<SeenPower>,
+    /// The start (epoch ms) of this command's reservation that passed
+    /// unsent (the worker came after its send-by): the command was not sent
+    /// under it, so its grant is released before this ask is decided,
+    /// rather than counted beside the new one until it expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub replaces_ms: Option<u64>,
 }
 
 /// A component's power as read at a time.

@@ -13,7 +13,9 @@
 //! * **unpowered** — a tray whose rack's power shelves are all known off:
 //!   nothing;
 //! * **on** — read on within the window: its steady draw, or its measured
-//!   draw where that is fresh and higher;
+//!   draw where that is fresh, higher and read after its last power-on
+//!   settled (a reading taken during the inrush is the grant's to count,
+//!   and says nothing of the draw once it has passed);
 //! * **unknown** — anything else (never read, read too long ago, its BMC
 //!   not answering, moving): its steady draw, as before Flow counted by
 //!   state.
@@ -49,6 +51,7 @@ macro_rules! counted_sql {
             "WITH c AS ( \
            SELECT r.name AS rack, c.name AS component, c.component_type, c.bmc_url, \
              COALESCE(m.steady_w, d.steady_w, 0)::bigint AS steady_w, \
+             COALESCE(m.settle_ms, d.settle_ms, 0)::bigint AS settle_ms, \
              p.power, p.reachable, p.source, p.observed_at, p.measured_w, p.measured_at, \
              p.commanded_until, \
              (p.observed_at IS NOT NULL AND p.reachable \
@@ -82,6 +85,8 @@ macro_rules! counted_sql {
                 ELSE 'unknown' END AS counted, \
            CASE WHEN k.known_on AND k.measured_w IS NOT NULL \
                   AND k.measured_at >= clock_timestamp() - make_interval(secs => $1) \
+                  AND (k.commanded_until IS NULL OR k.measured_at >= k.commanded_until \
+                       + make_interval(secs => k.settle_ms / 1000.0)) \
                 THEN greatest(k.steady_w, k.measured_w) ELSE k.steady_w END AS on_w \
          FROM k LEFT JOIN s ON s.rack = k.rack"
         )
@@ -91,7 +96,6 @@ macro_rules! counted_sql {
 /// One component's row of [`counted_sql!`].
 #[derive(sqlx::FromRow)]
 struct CountedRow {
-    rack: String,
     component: String,
     component_type: String,
     bmc_url: String,
@@ -133,8 +137,10 @@ impl CountedRow {
 /// What a domain's components other than one count for.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct DomainDraw {
-    /// Known on (or granted), W.
+    /// Known on (or granted), W: steady draw, or measured where higher.
     pub known_w: u64,
+    /// Of `known_w`, what was measured above the components' steady draw.
+    pub measured_excess_w: u64,
     /// Not known, at steady draw, W.
     pub unknown_w: u64,
     /// How many are not known.
@@ -146,32 +152,40 @@ fn window_s(known_for: Duration) -> f64 {
 }
 
 /// What the components of `domain`'s racks, but `except` (rack,
-/// component), count for now.
+/// component), count for now: summed by the database, so one admission
+/// reads four numbers, not the row's every component.
 pub(crate) async fn domain_draw(
     conn: &mut PgConnection,
     domain: &str,
     except: (&str, &str),
     known_for: Duration,
 ) -> Result<DomainDraw, StoreError> {
-    let rows: Vec<CountedRow> =
-        sqlx::query_as(counted_sql!("r.power_domains @> ARRAY[$2]::text[]"))
-            .bind(window_s(known_for))
-            .bind(domain)
-            .fetch_all(&mut *conn)
-            .await?;
-    let mut draw = DomainDraw::default();
-    for row in rows
-        .iter()
-        .filter(|r| (r.rack.as_str(), r.component.as_str()) != except)
-    {
-        if row.counted() == Counted::Unknown {
-            draw.unknown_w += row.counted_w();
-            draw.unknown += 1;
-        } else {
-            draw.known_w += row.counted_w();
-        }
-    }
-    Ok(draw)
+    let (known_w, measured_excess_w, unknown_w, unknown): (i64, i64, i64, i64) =
+        sqlx::query_as(concat!(
+            "SELECT \
+               COALESCE(sum(CASE x.counted WHEN 'on' THEN x.on_w \
+                 WHEN 'granted' THEN x.steady_w ELSE 0 END), 0)::bigint, \
+               COALESCE(sum(CASE WHEN x.counted = 'on' THEN greatest(x.on_w - x.steady_w, 0) \
+                 ELSE 0 END), 0)::bigint, \
+               COALESCE(sum(CASE WHEN x.counted = 'unknown' THEN x.steady_w ELSE 0 END), 0)::bigint, \
+               count(*) FILTER (WHERE x.counted = 'unknown') \
+             FROM (",
+            counted_sql!("r.power_domains @> ARRAY[$2]::text[]"),
+            ") AS x WHERE NOT (x.rack = $3 AND x.component = $4)"
+        ))
+        .bind(window_s(known_for))
+        .bind(domain)
+        .bind(except.0)
+        .bind(except.1)
+        .fetch_one(&mut *conn)
+        .await?;
+    let w = |v: i64| u64::try_from(v).unwrap_or(0);
+    Ok(DomainDraw {
+        known_w: w(known_w),
+        measured_excess_w: w(measured_excess_w),
+        unknown_w: w(unknown_w),
+        unknown: u32::try_from(unknown).unwrap_or(u32::MAX),
+    })
 }
 
 /// A power state's name as stored.

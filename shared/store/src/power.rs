@@ -377,6 +377,26 @@ impl Store {
             (asked.inrush, asked.command, asked.excess_w, asked.hold_ms);
         let window_ms = u64::try_from(SEND_WINDOW.as_millis()).unwrap_or(u64::MAX);
         let mut tx = self.pool().begin().await?;
+        if let Some(start) = request.replaces_ms {
+            // The worker came after this command's reservation's send-by and
+            // sent nothing under it: release it rather than count it beside
+            // the grant this ask may get (a late worker would otherwise hold
+            // two, pushing every later reservation back).
+            let released = sqlx::query(
+                "DELETE FROM power_grants WHERE task_id = $1 AND rack = $2 AND component = $3 \
+                   AND sent_at IS NULL \
+                   AND starts_at BETWEEN to_timestamp(($4::float8 - 1) / 1000) \
+                                     AND to_timestamp(($4::float8 + 1) / 1000)",
+            )
+            .bind(request.task.as_uuid())
+            .bind(&request.rack)
+            .bind(&request.component)
+            .bind(start as f64)
+            .execute(&mut *tx)
+            .await?
+            .rows_affected();
+            tracing::debug!(released, "a lapsed power reservation released");
+        }
         let Some(Read {
             rows,
             states,
@@ -538,6 +558,7 @@ async fn read_domains(
             max_shelves_off: max_off.and_then(|n| u32::try_from(n).ok()),
             min_spacing_ms: spacing.map(unsigned),
             known_w: 0,
+            measured_excess_w: 0,
             unknown_w: 0,
             unknown: 0,
             grants: Vec::new(),
@@ -553,6 +574,7 @@ async fn read_domains(
                 )
                 .await?;
                 state.known_w = draw.known_w;
+                state.measured_excess_w = draw.measured_excess_w;
                 state.unknown_w = draw.unknown_w;
                 state.unknown = draw.unknown;
             }

@@ -1490,6 +1490,7 @@ pub fn catalog() -> Catalog {
                 power: flow_protocol::state::PowerState::On,
                 at_ms: 1_772_330_400_000,
             }),
+            replaces_ms: Some(1_772_330_399_250),
         }],
         vec![
             Admission::Granted,
