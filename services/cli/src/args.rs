@@ -74,6 +74,53 @@ pub enum Command {
     /// The audit log: who changed what, when, and how it ended (newest
     /// first).
     Audit(AuditArgs),
+    /// Who may do what to which racks (verified identity mode): grants of a
+    /// role over racks by name, by label, or all.
+    #[command(subcommand)]
+    Access(AccessCommand),
+}
+
+/// `flow access …`.
+#[derive(Debug, Subcommand)]
+pub enum AccessCommand {
+    /// Give a verified user (`OPS/alice`) or every user of an account
+    /// (`OPS/*`) a role over racks: by name (`--rack`), by label
+    /// (`--label row=A`), or every rack (neither).
+    Grant {
+        /// `ACCOUNT/user` or `ACCOUNT/*`.
+        subject: String,
+        /// viewer, operator or admin.
+        #[arg(long)]
+        role: String,
+        /// A rack by name (repeat for more).
+        #[arg(long = "rack")]
+        racks: Vec<String>,
+        /// Racks carrying this label (repeat: all of them).
+        #[arg(long = "label", value_parser = flow_protocol::labels::parse_pair)]
+        labels: Vec<(String, String)>,
+    },
+    /// Remove a grant by its number.
+    Revoke {
+        /// The grant's number (`flow access list`).
+        id: i64,
+    },
+    /// The grants, of one user (its own and its account's) or all.
+    List {
+        /// `ACCOUNT/user`.
+        #[arg(long)]
+        subject: Option<String>,
+    },
+    /// Would the policy let a user call an endpoint on these racks? Exits
+    /// non-zero when not.
+    Check {
+        /// `ACCOUNT/user`.
+        subject: String,
+        /// An endpoint of flow.api, e.g. `task.submit`.
+        endpoint: String,
+        /// A rack it would touch (repeat for more).
+        #[arg(long = "rack")]
+        racks: Vec<String>,
+    },
 }
 
 /// `flow power-domain …`.

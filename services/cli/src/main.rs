@@ -3,6 +3,7 @@
 //! stderr. Exit codes: 0 success, 1 invalid input or refused by the service,
 //! 2 unreadable input, bad settings, usage error or no service.
 
+mod access;
 mod args;
 mod audit;
 mod bmc;
@@ -89,6 +90,7 @@ async fn main() -> ExitCode {
         Command::PowerDomain(c) => power::domain(s, out, c).await,
         Command::PowerModel(c) => power::model(s, out, c).await,
         Command::Audit(a) => audit::audit(s, out, a).await,
+        Command::Access(c) => access::access(s, out, c).await,
     };
     ExitCode::from(outcome as u8)
 }

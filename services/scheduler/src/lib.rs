@@ -6,6 +6,7 @@
 //! is in Postgres, so any number of schedulers can run at once. Its
 //! Prometheus metrics are in [`metrics`].
 
+pub mod access;
 pub mod api;
 pub mod audit;
 pub mod background;
@@ -148,7 +149,8 @@ impl Scheduler {
                 TaskService::with_metrics(store.clone(), js, metrics)
             }
             None => TaskService::new(store.clone(), js),
-        };
+        }
+        .with_identity(identity);
         loops.push(tokio::spawn(tasks.clone().run_sweeps(stop.clone())));
         loops.push(tokio::spawn(tasks.clone().run_results(stop.clone())));
         loops.push(tokio::spawn(

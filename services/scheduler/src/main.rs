@@ -46,6 +46,11 @@ struct Args {
     /// docs/audit.md "Who").
     #[arg(long, env = "FLOW_IDENTITY", default_value = "development")]
     identity: flow_scheduler::IdentityMode,
+    /// Verified users (`ACCOUNT/user`) made sure of an admin grant over
+    /// every rack at start (comma-separated): who may grant the rest
+    /// (`flow access grant`, docs/audit.md "Who may").
+    #[arg(long = "admin", env = "FLOW_ADMINS", value_delimiter = ',')]
+    admins: Vec<String>,
 }
 
 fn parse_ack_wait(text: &str) -> Result<std::time::Duration, String> {
@@ -92,7 +97,7 @@ async fn main() -> anyhow::Result<()> {
         .power_known_for
         .unwrap_or(flow_store::observed::DEFAULT_KNOWN_FOR);
     let started = tokio::select! {
-        started = start(&settings, ack_wait, known_for, metrics, args.identity) => started?,
+        started = start(&settings, ack_wait, known_for, metrics, args.identity, &args.admins) => started?,
         () = &mut shutdown => {
             tracing::info!("stopped before start-up finished");
             return Ok(());
@@ -118,7 +123,12 @@ async fn start(
     known_for: std::time::Duration,
     metrics: SchedulerMetrics,
     identity: flow_scheduler::IdentityMode,
+    admins: &[String],
 ) -> anyhow::Result<(Scheduler, async_nats::Client)> {
+    for admin in admins {
+        flow_protocol::access::check_subject(admin)
+            .map_err(|e| anyhow::anyhow!("--admin (FLOW_ADMINS): {}", e.message))?;
+    }
     let store = Store::connect(
         settings.database.url.expose(),
         settings.database.max_connections,
@@ -128,6 +138,21 @@ async fn start(
     .with_power_known_for(known_for);
     store.migrate().await.context("cannot apply migrations")?;
     tracing::info!("migrations applied");
+    store
+        .ensure_admins(admins)
+        .await
+        .context("cannot record the --admin grants")?;
+    if identity == flow_scheduler::IdentityMode::Verified
+        && store
+            .access_grants(None)
+            .await
+            .context("cannot read the access policy")?
+            .is_empty()
+    {
+        tracing::warn!(
+            "verified identity and no access grant: every operator's request is refused until an admin is named (--admin)"
+        );
+    }
     let client = connect_nats(&settings.nats, "flow-scheduler", InitialConnect::Retry)
         .await
         .context("cannot connect to NATS (FLOW_NATS_URL)")?;

@@ -34,6 +34,12 @@ pub struct TaskService {
     /// Wakes the event-action dispatcher: an event arrived.
     pub(crate) event_poke: Arc<Notify>,
     pub(crate) metrics: SchedulerMetrics,
+    /// How callers are known: in verified mode the access policy holds
+    /// (`crate::access`).
+    pub(crate) identity: crate::identity::IdentityMode,
+    /// The verified user of the API request this service answers, whose
+    /// scope its submissions are checked against.
+    pub(crate) caller: Option<String>,
 }
 
 impl TaskService {
@@ -52,6 +58,22 @@ impl TaskService {
             run_poke: Arc::new(Notify::new()),
             event_poke: Arc::new(Notify::new()),
             metrics,
+            identity: crate::identity::IdentityMode::Development,
+            caller: None,
+        }
+    }
+
+    /// This service knowing callers as `identity` says.
+    pub fn with_identity(mut self, identity: crate::identity::IdentityMode) -> Self {
+        self.identity = identity;
+        self
+    }
+
+    /// This service answering a request of `caller` (a verified user).
+    pub fn with_caller(&self, caller: Option<String>) -> Self {
+        TaskService {
+            caller,
+            ..self.clone()
         }
     }
 

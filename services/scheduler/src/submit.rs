@@ -305,6 +305,8 @@ impl TaskService {
     ) -> Result<Prepared, ApiError> {
         let operation = request.operation_to_run()?;
         let record = self.store.get_rack(rack).await.map_err(store_error)?;
+        // Outside its principal's scope: refused before anything else.
+        let forbidden = self.scope_refusal(&record.name, origin).await?;
         let components: Vec<ComponentTarget> = targeted(request, &record, scope)
             .map(|c| ComponentTarget::of(&record.name, c))
             .collect();
@@ -315,7 +317,7 @@ impl TaskService {
             resolution: None,
             plan: None,
             versions: Vec::new(),
-            problems: Vec::new(),
+            problems: forbidden.into_iter().collect(),
             task: None,
         };
         let record = &prepared.record;

@@ -12,12 +12,18 @@
 //!   read but not change anything (`unauthenticated`, recorded as refused);
 //! * a viewer's change is refused by the server and reaches nobody;
 //! * a task request on the `flow.tasks.submit` stream is answered with a
-//!   refusal and creates nothing; an operator has no route to it at all.
+//!   refusal and creates nothing; an operator has no route to it at all;
+//! * the access policy: a viewer's power-on is refused and audited as
+//!   refused; an operator scoped to `row=A` powers on a row-A rack and is
+//!   refused on a row-B rack through the API (named or by label), the
+//!   preview, the CLI, a run and a schedule — the last when it fires after
+//!   her scope shrank.
 
 use std::time::Duration;
 
 use async_nats::HeaderMap;
 use async_nats::jetstream;
+use flow_protocol::access::{AccessGrant, Role};
 use flow_protocol::api::{ApiError, ErrorCode, decode_reply};
 use flow_protocol::jobs::SUBJECT_SUBMIT;
 use flow_protocol::subjects::api_subject;
@@ -55,8 +61,9 @@ const PASSWORDS: [(&str, &str); 5] = [
 impl Site {
     /// Starts the server from the shipped file (with `intruder`, a
     /// test-only user of the FLOW account allowed every subject, when
-    /// asked), then a verified scheduler connected as `scheduler`.
-    async fn start(with_intruder: bool) -> Site {
+    /// asked), then a verified scheduler connected as `scheduler`, with an
+    /// admin grant for each of `admins` (as `flow-scheduler --admin`).
+    async fn start(with_intruder: bool, admins: &[&str]) -> Site {
         assert!(
             CONFIG.contains(STORE_DIR_LINE) && CONFIG.contains(WORKER_LINE),
             "deploy/nats/flow-verified.conf no longer has {STORE_DIR_LINE} and {WORKER_LINE}"
@@ -82,6 +89,8 @@ impl Site {
         let db = TestDb::create().await;
         let store = Store::connect(db.url(), 5).await.expect("store connects");
         store.migrate().await.expect("migrations");
+        let admins: Vec<String> = admins.iter().map(|a| (*a).to_owned()).collect();
+        store.ensure_admins(&admins).await.expect("admins granted");
         let client = connect(&nats, "scheduler", "_INBOX_scheduler").await;
         let scheduler = Scheduler::start_identified(
             client,
@@ -187,7 +196,7 @@ const FORGED: &str = r#"{"acc":"FLOW","user":"root"}"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forged_identities_are_recorded_as_the_user_the_server_verified() {
-    let site = Site::start(false).await;
+    let site = Site::start(false, &["OPS/alice"]).await;
     let store = site.store().await;
     let alice = connect(&site.nats, "alice", "_INBOX_alice").await;
 
@@ -266,6 +275,8 @@ async fn forged_identities_are_recorded_as_the_user_the_server_verified() {
     assert_eq!(listed["records"].as_array().map(Vec::len), Some(2));
 
     // A viewer's change never reaches the scheduler: the server refuses it.
+    // (Flow's policy makes him a viewer too, so that his reads answer.)
+    grant(&store, "OPS/victor", Role::Viewer, &[], &[]).await;
     let victor = connect(&site.nats, "victor", "_INBOX_victor").await;
     let before = count(&store, Table::Audit).await;
     let refused = tokio::time::timeout(
@@ -309,7 +320,7 @@ async fn forged_identities_are_recorded_as_the_user_the_server_verified() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unstamped_requests_from_inside_flows_account_may_read_but_not_change() {
-    let site = Site::start(true).await;
+    let site = Site::start(true, &[]).await;
     let store = site.store().await;
     let intruder = connect(&site.nats, "intruder", "_INBOX_intruder").await;
 
@@ -369,15 +380,320 @@ async fn unstamped_requests_from_inside_flows_account_may_read_but_not_change() 
     assert_eq!(count(&store, Table::Tasks).await, 0);
 
     // The limit the file's comments state: inside FLOW a stamp can be
-    // written by hand, which is why FLOW holds only Flow's processes.
-    request(
+    // written by hand, which is why FLOW holds only Flow's processes. It
+    // is believed — and judged by OPS/bob's grants, of which there are
+    // none.
+    let error = request(
         &intruder,
         "rack.create",
         &rack("rack-i2"),
         &[("Nats-Request-Info", r#"{"acc":"OPS","user":"bob"}"#)],
     )
     .await
-    .expect("a hand-written stamp inside FLOW is believed");
-    assert_eq!(newest(&store).await["actor"], "OPS/bob");
+    .expect_err("OPS/bob holds no grant");
+    assert_eq!(error.code, ErrorCode::Forbidden, "{error:?}");
+    let r = newest(&store).await;
+    assert_eq!(
+        (&r["actor"], &r["actor_source"], &r["outcome"]),
+        (&json!("OPS/bob"), &json!("verified"), &json!("refused")),
+        "{r}"
+    );
+    site.stop().await;
+}
+
+/// A submission's conflict strategy here: wait behind the rack's task.
+static QUEUE: std::sync::LazyLock<Value> =
+    std::sync::LazyLock::new(|| json!({"strategy": "queue", "timeout_seconds": 600}));
+
+/// A rack in `row` (labelled `site=east` too), one compute tray.
+fn rack_in(name: &str, row: &str) -> Value {
+    json!({"rack": {"name": name, "labels": {"row": row, "site": "east"}, "components": [
+        {"name": "compute-01", "type": "compute", "bmc_url": "http://127.0.0.1:9"}
+    ]}})
+}
+
+/// The grant of `role` given straight in the policy (as an admin's `flow
+/// access grant` would), returning its number.
+async fn grant(
+    store: &Store,
+    subject: &str,
+    role: Role,
+    labels: &[(&str, &str)],
+    racks: &[&str],
+) -> i64 {
+    store
+        .grant_access(&AccessGrant {
+            subject: subject.into(),
+            role,
+            racks: racks.iter().map(|r| (*r).to_owned()).collect(),
+            labels: labels
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        })
+        .await
+        .expect("granted")
+        .id
+}
+
+/// Runs the `flow` CLI as `user` against the site; its exit code and output.
+fn cli(site: &Site, user: &str, args: &[&str]) -> (i32, String) {
+    let variable = format!("FLOW_NATS_{}_PASSWORD", user.to_uppercase());
+    let password = PASSWORDS.iter().find(|(k, _)| *k == variable).unwrap().1;
+    let out = std::process::Command::new(flow_tests::workspace_binary("flow", "services/cli"))
+        .args(args)
+        .env("FLOW_NATS_URL", site.nats.url())
+        .env("FLOW_NATS_USER", user)
+        .env("FLOW_NATS_PASSWORD", password)
+        .env("FLOW_NATS_INBOX_PREFIX", format!("_INBOX_{user}"))
+        .output()
+        .expect("flow runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// What a schedule's newest firing decided for its one rack, once done.
+async fn fired(alice: &async_nats::Client, schedule: &str) -> Value {
+    flow_tests::eventually(
+        Duration::from_secs(20),
+        Duration::from_millis(100),
+        || async {
+            let h = request(
+                alice,
+                "schedule.history",
+                &json!({"schedule": schedule}),
+                &[],
+            )
+            .await
+            .ok()?;
+            let f = h["firings"].as_array()?.first()?.clone();
+            (f["done"] == true).then(|| f["results"][0].clone())
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("{schedule} never fired: {e}"))
+}
+
+/// A once-schedule of a power-on of `rack`, `in_ms` from now.
+fn once(name: &str, rack: &str, in_ms: i64) -> Value {
+    let at = time::OffsetDateTime::now_utc() + time::Duration::milliseconds(in_ms);
+    json!({"name": name, "overlap": "queue",
+           "spec": {"kind": "once", "at": at.format(&time::format_description::well_known::Rfc3339).unwrap()},
+           "task": {"racks": [rack], "operation": "power_on", "conflict": *QUEUE}})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn roles_and_rack_scopes_hold_through_the_api_the_cli_a_run_and_a_schedule() {
+    let site = Site::start(false, &["OPS/alice"]).await;
+    let store = site.store().await;
+    let alice = connect(&site.nats, "alice", "_INBOX_alice").await;
+    // As the site's admin at first: racks in rows A and B and a rule.
+    for (name, row) in [("rack-a", "A"), ("rack-b", "B")] {
+        request(&alice, "rack.create", &rack_in(name, row), &[])
+            .await
+            .expect("the admin creates racks");
+    }
+    request(
+        &alice,
+        "rule.create",
+        &json!({"name": "on", "operation_type": "power_control", "operation": "power_on",
+                "is_default": true, "definition": {"version": "v1", "steps": [
+                    {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}]}}),
+        &[],
+    )
+    .await
+    .expect("the admin creates a rule");
+    // Then only a viewer: her admin grant revoked.
+    let admin = store.access_grants(Some("OPS/alice")).await.unwrap()[0].id;
+    store.revoke_access(admin).await.expect("revoked");
+    grant(&store, "OPS/alice", Role::Viewer, &[], &[]).await;
+
+    // A viewer reads, and her power-on is refused and audited as refused.
+    request(&alice, "rack.list", &json!({}), &[])
+        .await
+        .expect("a viewer reads");
+    // Each task waits behind the rack's last (no worker runs them).
+    let submit = |racks: Value, id: &str| json!({"request_id": id, "racks": racks, "operation": "power_on", "conflict": *QUEUE});
+    let error = request(&alice, "task.submit", &submit(json!(["rack-a"]), "v1"), &[])
+        .await
+        .expect_err("a viewer may not power on");
+    assert_eq!(error.code, ErrorCode::Forbidden, "{error:?}");
+    assert!(
+        error
+            .message
+            .contains("it needs operator, and OPS/alice has viewer on every rack"),
+        "{error:?}"
+    );
+    let r = newest(&store).await;
+    assert_eq!(
+        (&r["endpoint"], &r["actor"], &r["outcome"]),
+        (
+            &json!("task.submit"),
+            &json!("OPS/alice"),
+            &json!("refused")
+        ),
+        "{r}"
+    );
+    assert_eq!(count(&store, Table::Tasks).await, 0);
+
+    // An operator over row A: rack-a yes, rack-b no — named, or selected
+    // by a label.
+    let row_a = grant(&store, "OPS/alice", Role::Operator, &[("row", "A")], &[]).await;
+    let ok = request(&alice, "task.submit", &submit(json!(["rack-a"]), "a1"), &[])
+        .await
+        .expect("rack-a is in her scope");
+    assert!(ok["results"][0]["task_id"].is_string(), "{ok}");
+    let error = request(&alice, "task.submit", &submit(json!(["rack-b"]), "b1"), &[])
+        .await
+        .expect_err("rack-b is not");
+    assert_eq!(error.code, ErrorCode::Forbidden, "{error:?}");
+    assert!(
+        error.message.contains(
+            "on rack-b: it is outside OPS/alice's operator scope (operator on racks labelled row=A"
+        ),
+        "{error:?}"
+    );
+    let by_label = request(
+        &alice,
+        "task.submit",
+        &json!({"request_id": "east", "labels": {"site": "east"}, "operation": "power_on",
+                "conflict": *QUEUE}),
+        &[],
+    )
+    .await
+    .expect("answered per rack");
+    let results = by_label["results"].as_array().unwrap();
+    let of = |rack: &str| results.iter().find(|r| r["rack"] == rack).unwrap().clone();
+    assert!(of("rack-a")["task_id"].is_string(), "{by_label}");
+    assert_eq!(of("rack-b")["error"]["code"], "forbidden", "{by_label}");
+    // The preview says the same before anything is made.
+    let plan = request(
+        &alice,
+        "task.plan",
+        &json!({"request_id": "p", "labels": {"site": "east"}, "operation": "power_on"}),
+        &[],
+    )
+    .await
+    .expect("a preview");
+    assert!(
+        plan.to_string()
+            .contains("outside OPS/alice's operator scope"),
+        "{plan}"
+    );
+
+    // Through the CLI, as alice.
+    let (code, text) = cli(&site, "alice", &["power", "on", "--rack", "rack-b"]);
+    assert_ne!(code, 0, "{text}");
+    assert!(
+        text.contains("outside OPS/alice's operator scope"),
+        "{text}"
+    );
+    let (code, text) = cli(
+        &site,
+        "alice",
+        &[
+            "access",
+            "check",
+            "OPS/alice",
+            "task.submit",
+            "--rack",
+            "rack-a",
+        ],
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(&format!("allowed: let by grant {row_a}")),
+        "{text}"
+    );
+    let (code, text) = cli(
+        &site,
+        "alice",
+        &["access", "grant", "OPS/alice", "--role", "admin"],
+    );
+    assert_ne!(code, 0, "an operator may not grant herself more: {text}");
+    assert!(text.contains("it needs admin"), "{text}");
+
+    // A run acts with its creator's scope, target by target.
+    for (run, row) in [("run-a", "A"), ("run-b", "B")] {
+        request(
+            &alice,
+            "run.create",
+            &json!({"name": run, "task": {"labels": {"row": row}, "operation": "power_on",
+                                           "conflict": *QUEUE},
+                    "phases": {"equal": 1}, "max_concurrent": 1,
+                    "gates": [{"kind": "failure_count", "count": 5}]}),
+            &[],
+        )
+        .await
+        .expect("a run is created");
+    }
+    let target = |run: &'static str| {
+        let alice = alice.clone();
+        async move {
+            flow_tests::eventually(
+                Duration::from_secs(20),
+                Duration::from_millis(100),
+                || async {
+                    let t = request(&alice, "run.targets", &json!({"run": run}), &[])
+                        .await
+                        .ok()?;
+                    let t = t["targets"][0].clone();
+                    (t["status"] != "pending").then_some(t)
+                },
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{run}'s target never moved: {e}"))
+        }
+    };
+    let a = target("run-a").await;
+    assert_eq!(a["status"], "submitted", "{a}");
+    let b = target("run-b").await;
+    assert_eq!(b["status"], "failed", "{b}");
+    assert!(
+        b["message"]
+            .as_str()
+            .unwrap()
+            .contains("outside OPS/alice's operator scope"),
+        "{b}"
+    );
+
+    // A schedule too, checked again when it fires: one fires in scope; one
+    // created in scope fires after her scope shrank, and is refused.
+    request(
+        &alice,
+        "schedule.create",
+        &once("now-a", "rack-a", 500),
+        &[],
+    )
+    .await
+    .expect("a schedule in scope");
+    let r = fired(&alice, "now-a").await;
+    assert!(r["task_id"].is_string(), "{r}");
+    request(
+        &alice,
+        "schedule.create",
+        &once("later-a", "rack-a", 3_000),
+        &[],
+    )
+    .await
+    .expect("a schedule in scope when created");
+    // Her scope shrinks to rack-b: row A is no longer hers.
+    grant(&store, "OPS/alice", Role::Operator, &[], &["rack-b"]).await;
+    store
+        .revoke_access(row_a)
+        .await
+        .expect("her row A grant revoked");
+    let r = fired(&alice, "later-a").await;
+    assert_eq!(r["error"]["code"], "forbidden", "{r}");
+    assert!(
+        r["error"]["message"].as_str().unwrap().contains(
+            "on rack-a: it is outside OPS/alice's operator scope (operator on racks rack-b"
+        ),
+        "{r}"
+    );
     site.stop().await;
 }

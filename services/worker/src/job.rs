@@ -26,6 +26,16 @@ use crate::{EVENT_WAIT, INLINE_WAIT, MAX_NAK_DELAY, checkpoint};
 /// wait the rest in-process (under `INLINE_WAIT`).
 const DURABLE_EARLY: Duration = Duration::from_millis(250);
 
+/// The longest wait for a power reservation held in the worker (longer
+/// ones are durable waits that come back early: [`DURABLE_EARLY`]).
+const RESERVATION_WAIT: Duration = Duration::from_secs(30);
+
+/// Whether a component of the step holds a power reservation not yet sent
+/// (it must go by its send-by, `shared/executor/src/command.rs`).
+fn holds_reservation(cp: &Checkpoint) -> bool {
+    cp.components.values().any(|c| c.send_by_ms.is_some())
+}
+
 /// How often a worker whose checkpoint (or result) could not be saved tries
 /// again while it keeps the job in-process instead of handing it back.
 const UNSAVED_RETRY: Duration = Duration::from_secs(1);
@@ -57,6 +67,11 @@ struct Hearing {
 enum AtWait {
     /// Short: sleep here until the wait's time and go on.
     Inline,
+    /// A power reservation's time: sleep here (the job kept alive) until
+    /// it and go on — handed back, the job would come back at the
+    /// redelivery's pace, seconds late on a busy worker, past the
+    /// reservation's send-by, and ask again for ever.
+    Reserved,
     /// The checkpoint is not saved: handing the job back now would let its
     /// next delivery start from an older checkpoint and repeat every call
     /// made since. Keep it (alive), wait a little, save again.
@@ -176,7 +191,8 @@ impl Job<'_> {
                     {
                         continue;
                     }
-                    let inline = delay <= INLINE_WAIT
+                    let reserved = holds_reservation(&cp);
+                    let inline = (delay <= INLINE_WAIT || (reserved && delay <= RESERVATION_WAIT))
                         && !self.stopping.load(std::sync::atomic::Ordering::SeqCst);
                     // A job that leaves this worker takes everything with
                     // it; one that waits here need only keep its commands.
@@ -185,12 +201,18 @@ impl Job<'_> {
                     } else {
                         stored.save(&cp).await
                     };
-                    match self.at_wait(delay, saved) {
+                    match self.at_wait(delay, saved, reserved) {
                         // Until the time itself: the report and the save
                         // above took some of the delay (a reserved power-on
                         // sent that late lands closer to the next one).
                         AtWait::Inline => {
                             let left = at.saturating_sub(clock.now_ms());
+                            tokio::time::sleep(Duration::from_millis(left)).await;
+                        }
+                        AtWait::Reserved => {
+                            let _alive = KeepAlive::start(&message, self.keep_alive);
+                            let left = at.saturating_sub(clock.now_ms());
+                            tracing::debug!(wait_ms = left, "waiting here for a power reservation");
                             tokio::time::sleep(Duration::from_millis(left)).await;
                         }
                         AtWait::KeepUnsaved(d) => {
@@ -276,11 +298,13 @@ impl Job<'_> {
         true
     }
 
-    fn at_wait(&self, delay: Duration, saved: bool) -> AtWait {
+    fn at_wait(&self, delay: Duration, saved: bool, reserved: bool) -> AtWait {
         if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
             AtWait::Dispose(Disposition::HandBack)
         } else if delay <= INLINE_WAIT {
             AtWait::Inline
+        } else if reserved && delay <= RESERVATION_WAIT {
+            AtWait::Reserved
         } else if !saved {
             AtWait::KeepUnsaved(delay.min(UNSAVED_RETRY))
         } else {

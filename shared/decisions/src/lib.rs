@@ -17,8 +17,10 @@
 //!   time zone; [`rollout`] orders a run's targets into phases and decides
 //!   its gates; [`events`] matches events to event rules.
 //! * [`admission`] decides when a power command may go in its domains
-//!   (budget, spacing, shelves-off cap).
+//!   (budget, spacing, shelves-off cap); [`access`] whether a verified user
+//!   may call an endpoint on the racks it touches (roles and rack scopes).
 
+pub mod access;
 pub mod admission;
 pub mod calendar;
 pub mod events;

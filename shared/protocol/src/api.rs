@@ -219,6 +219,14 @@ pub mod endpoint {
         RackPower = "rack.power" (Read): crate::power::RackPowerRequest => crate::power::RackPowerReply;
         /// Audit records, newest first (nothing can change or delete them).
         AuditList = "audit.list" (Read): crate::audit::AuditList => crate::audit::AuditListReply;
+        /// Give a verified user (or every user of an account) a role over racks by name, by label, or all.
+        AccessGrant = "access.grant" (Change): crate::access::AccessGrant => crate::access::AccessGrantRecord;
+        /// Remove a grant.
+        AccessRevoke = "access.revoke" (Change): crate::access::AccessRevoke => crate::access::AccessRevokeReply;
+        /// The grants, of one user or all.
+        AccessList = "access.list" (Read): crate::access::AccessList => crate::access::AccessListReply;
+        /// Would the policy let a user call an endpoint on these racks, and by which grant (or why not)?
+        AccessCheck = "access.check" (Read): crate::access::AccessCheck => crate::access::AccessCheckReply;
     }
 }
 

@@ -3,6 +3,7 @@
 //! request and reply types, task statuses, records and events, step jobs
 //! and results (JSON, versioned with `schema: 1`). No I/O.
 
+pub mod access;
 pub mod api;
 pub mod audit;
 pub mod contract;

@@ -64,6 +64,15 @@ impl AuditScope {
         })
     }
 
+    /// Who the request comes from.
+    pub fn actor(&self) -> Actor {
+        self.entry
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .actor
+            .clone()
+    }
+
     /// Adds racks the request turned out to name (e.g. those a label
     /// selects), if the record is not written yet.
     pub fn note_racks(&self, racks: impl IntoIterator<Item = String>) {

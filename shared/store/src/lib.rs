@@ -4,6 +4,7 @@
 //! embedded here. Row types stay in this crate; callers see the protocol's
 //! domain types with typed IDs.
 
+pub mod access;
 pub mod audit;
 mod error;
 pub mod events;

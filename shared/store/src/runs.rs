@@ -330,8 +330,8 @@ impl Store {
         let inserted = sqlx::query(
             "INSERT INTO runs (id, name, description, request, status, reason, phase, \
              phase_count, phase_policy, max_concurrent, gates, auto_advance, ordering, windows, \
-             timezone, retry) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-             $14, $15, $16)",
+             timezone, retry, created_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, \
+             $12, $13, $14, $15, $16, $17)",
         )
         .bind(run.id.as_uuid())
         .bind(&run.name)
@@ -349,6 +349,7 @@ impl Store {
         .bind(encode("windows", &run.windows)?)
         .bind(&run.timezone)
         .bind(encode("retry policy", &run.retry)?)
+        .bind(self.verified_actor())
         .execute(&mut *tx)
         .await;
         if let Err(e) = inserted {

@@ -131,8 +131,8 @@ impl Store {
         let mut tx = self.pool().begin().await?;
         let inserted = sqlx::query(
             "INSERT INTO schedules (id, name, kind, spec, timezone, overlap, windows, request, \
-             enabled, next_run_at, created_at, updated_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11)",
+             enabled, next_run_at, created_at, updated_at, created_by) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $11, $12)",
         )
         .bind(schedule.id.as_uuid())
         .bind(&schedule.name)
@@ -145,6 +145,7 @@ impl Store {
         .bind(schedule.enabled)
         .bind(schedule.next_run_at)
         .bind(schedule.created_at)
+        .bind(self.verified_actor())
         .execute(&mut *tx)
         .await;
         if let Err(e) = inserted {

@@ -4,9 +4,10 @@
 //! `bad_request` reply naming the problem; nothing crashes the service.
 //! Each endpoint's handler is in the module of its area (`rules.rs`,
 //! `racks.rs`, `tasks.rs`, `schedules.rs`, `runs.rs`, `events.rs`,
-//! `power.rs`, `audit.rs` beside this file), found by name in the dispatch
+//! `power.rs`, `audit.rs`, `access.rs` beside this file), found by name in the dispatch
 //! table ([`table`]).
 
+mod access;
 mod audit;
 mod events;
 mod power;
@@ -79,8 +80,15 @@ impl ApiService {
                     async move {
                         let headers = request.message.headers.as_ref();
                         let actor = identify(identity, name, headers);
-                        let reply =
-                            handle(&store, &tasks, name, actor, &request.message.payload).await;
+                        let reply = handle(
+                            &store,
+                            &tasks,
+                            identity,
+                            name,
+                            actor,
+                            &request.message.payload,
+                        )
+                        .await;
                         let reply = fit_reply(name, reply, max_payload);
                         if let Err(error) = request.respond(Ok(Bytes::from(reply))).await {
                             tracing::warn!(endpoint = name, error = %flow_telemetry::ErrorChain(&error), "reply not sent");
@@ -155,22 +163,35 @@ fn identify(
     })
 }
 
-/// Answers one request from `actor` (or refuses it, unidentified). A
-/// request to a `change` endpoint of the catalog leaves exactly one audit
-/// record: written with its change, or alone when it ends without one
-/// ([`crate::audit`]).
+/// Answers one request from `actor` (or refuses it, unidentified, or as
+/// the access policy says: [`crate::access::authorize`]). A request to a
+/// `change` endpoint of the catalog leaves exactly one audit record:
+/// written with its change, or alone when it ends without one
+/// ([`crate::audit`]) — a refusal too.
 #[tracing::instrument(skip_all, fields(endpoint = name, actor = tracing::field::Empty))]
 pub async fn handle(
     store: &Store,
     tasks: &TaskService,
+    identity: IdentityMode,
     name: &str,
     actor: Result<Actor, Refusal>,
     body: &[u8],
 ) -> Vec<u8> {
     let (refusal, actor) = match actor {
-        Ok(actor) => (None, actor),
+        Ok(actor) => {
+            let refused = crate::access::authorize(store, identity, name, &actor, body)
+                .await
+                .err();
+            (refused, actor)
+        }
         Err(Refusal { error, actor }) => (Some(error), actor),
     };
+    // Its submissions are checked against the caller's scope too (racks a
+    // label or component selects).
+    let caller = (identity == IdentityMode::Verified
+        && actor.source == flow_protocol::audit::ActorSource::Verified)
+        .then(|| actor.name.clone());
+    let tasks = &tasks.with_caller(caller);
     tracing::Span::current().record("actor", actor.name.as_str());
     let answer = async |store: &Store, tasks: &TaskService| match &refusal {
         Some(error) => encode_reply::<()>(&Err(error.clone())),

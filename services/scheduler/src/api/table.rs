@@ -141,6 +141,10 @@ pub static ROUTES: &[Route] = &[
     route::<ep::PowerSent>(),
     route::<ep::RackPower>(),
     route::<ep::AuditList>(),
+    route::<ep::AccessGrant>(),
+    route::<ep::AccessRevoke>(),
+    route::<ep::AccessList>(),
+    route::<ep::AccessCheck>(),
 ];
 
 /// The adapter of the endpoint named `name`, if there is one.

@@ -6,6 +6,7 @@
 
 use std::collections::BTreeMap;
 
+use flow_protocol::access::*;
 use flow_protocol::api::endpoint::{self as ep};
 use flow_protocol::api::*;
 use flow_protocol::audit::{ActorSource, AuditList, AuditListReply, AuditOutcome, AuditRecord};
@@ -1579,6 +1580,74 @@ pub fn catalog() -> Catalog {
         vec![AuditListReply {
             records: AuditOutcome::ALL.into_iter().map(audit_record).collect(),
         }],
+    );
+    let grant_record = |id: i64, racks: Vec<String>, labels: BTreeMap<String, String>| {
+        AccessGrantRecord {
+            id,
+            subject: "OPS/alice".into(),
+            role: Role::Operator,
+            racks,
+            labels,
+            granted_by: "OPS/root".into(),
+            granted_at: T0,
+        }
+    };
+    let row_a: BTreeMap<String, String> = [("row".to_owned(), "A".to_owned())].into();
+    c.add::<ep::AccessGrant>(
+        vec![
+            AccessGrant {
+                subject: "OPS/alice".into(),
+                role: Role::Operator,
+                racks: Vec::new(),
+                labels: row_a.clone(),
+            },
+            AccessGrant {
+                subject: "OPS/*".into(),
+                role: Role::Viewer,
+                racks: vec!["rack-01".into()],
+                labels: BTreeMap::new(),
+            },
+        ],
+        vec![grant_record(4, Vec::new(), row_a.clone())],
+    );
+    c.add::<ep::AccessRevoke>(
+        vec![AccessRevoke { id: 4 }],
+        vec![AccessRevokeReply {
+            revoked: grant_record(4, vec!["rack-01".into()], BTreeMap::new()),
+        }],
+    );
+    c.add::<ep::AccessList>(
+        vec![
+            AccessList::default(),
+            AccessList {
+                subject: Some("OPS/alice".into()),
+            },
+        ],
+        vec![AccessListReply {
+            grants: vec![
+                grant_record(4, Vec::new(), row_a),
+                grant_record(5, vec!["rack-09".into()], BTreeMap::new()),
+            ],
+        }],
+    );
+    c.add::<ep::AccessCheck>(
+        vec![AccessCheck {
+            subject: "OPS/alice".into(),
+            endpoint: "task.submit".into(),
+            racks: vec!["rack-01".into()],
+        }],
+        vec![
+            AccessCheckReply {
+                allowed: true,
+                needs: Some(Role::Operator),
+                reason: "let by grant 4".into(),
+            },
+            AccessCheckReply {
+                allowed: false,
+                needs: None,
+                reason: "power.admit: only Flow's own processes call it".into(),
+            },
+        ],
     );
     c
 }
