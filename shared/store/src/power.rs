@@ -350,6 +350,64 @@ impl Store {
         )))
     }
 
+    /// The answer this command was already given, if it holds a grant not
+    /// yet sent whose send-by has not passed: asked again (its answer lost
+    /// to a timeout, its job redelivered), it is told the same rather than
+    /// granted twice — under load a scheduler slower than the worker's
+    /// timeout otherwise piled grant upon grant, pushing every later
+    /// command back until none was sent. Read under no domain lock: a
+    /// grant of this command is only ever added by this command's asks.
+    async fn grant_again(
+        &self,
+        conn: &mut PgConnection,
+        request: &PowerAdmit,
+        asked: &Asked,
+    ) -> Result<Option<Admission>, StoreError> {
+        let spaced: bool = sqlx::query_scalar(
+            "SELECT COALESCE(bool_or(min_spacing_ms IS NOT NULL), false) FROM power_domains \
+             WHERE name = ANY($1)",
+        )
+        .bind(asked.names())
+        .fetch_one(&mut *conn)
+        .await?;
+        let window_ms = if spaced {
+            admission::SPACING_SLACK_MS
+        } else {
+            u64::try_from(SEND_WINDOW.as_millis()).unwrap_or(u64::MAX)
+        };
+        let found: Option<(i64, i64)> = sqlx::query_as(
+            "SELECT (extract(epoch FROM min(starts_at)) * 1000)::bigint, \
+                    (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
+             FROM power_grants WHERE task_id = $1 AND rack = $2 AND component = $3 \
+               AND sent_at IS NULL \
+               AND starts_at + make_interval(secs => $4::float8 / 1000) >= clock_timestamp() \
+             HAVING count(*) > 0",
+        )
+        .bind(request.task.as_uuid())
+        .bind(&request.rack)
+        .bind(&request.component)
+        .bind(window_ms as f64)
+        .fetch_optional(&mut *conn)
+        .await?;
+        let Some((starts, now)) = found else {
+            return Ok(None);
+        };
+        let (starts, now) = (unsigned(starts), unsigned(now));
+        tracing::debug!(
+            starts_ms = starts,
+            "asked again: the grant it holds, answered again"
+        );
+        Ok(Some(if starts <= now && !spaced {
+            Admission::Granted
+        } else {
+            Admission::Reserved {
+                at_ms: starts,
+                send_by_ms: starts + window_ms,
+                reason: "the power-on slot this command already holds".to_owned(),
+            }
+        }))
+    }
+
     /// Decides when a power command may go — now, at a reserved time, or
     /// never — and records the grant (its share from its start) or the
     /// wait's reason (`shared/decisions/src/admission.rs`).
@@ -396,6 +454,10 @@ impl Store {
             .await?
             .rows_affected();
             tracing::debug!(released, "a lapsed power reservation released");
+        }
+        if inrush && let Some(again) = self.grant_again(&mut tx, request, &asked).await? {
+            tx.commit().await?;
+            return Ok(again);
         }
         let Some(Read {
             rows,

@@ -1581,8 +1581,8 @@ pub fn catalog() -> Catalog {
             records: AuditOutcome::ALL.into_iter().map(audit_record).collect(),
         }],
     );
-    let grant_record = |id: i64, racks: Vec<String>, labels: BTreeMap<String, String>| {
-        AccessGrantRecord {
+    let grant_record =
+        |id: i64, racks: Vec<String>, labels: BTreeMap<String, String>| AccessGrantRecord {
             id,
             subject: "OPS/alice".into(),
             role: Role::Operator,
@@ -1590,8 +1590,7 @@ pub fn catalog() -> Catalog {
             labels,
             granted_by: "OPS/root".into(),
             granted_at: T0,
-        }
-    };
+        };
     let row_a: BTreeMap<String, String> = [("row".to_owned(), "A".to_owned())].into();
     c.add::<ep::AccessGrant>(
         vec![
