@@ -246,6 +246,7 @@ impl Store {
             pool: self.pool().clone(),
             audit: Some(scope),
             power_known_for: self.power_known_for,
+            draws: self.draws.clone(),
         }
     }
 

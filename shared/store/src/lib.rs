@@ -42,6 +42,10 @@ pub struct Store {
     /// How long an observation of a component's power is known
     /// ([`observed::DEFAULT_KNOWN_FOR`] unless set).
     power_known_for: Duration,
+    /// Each power domain's counted draw as last read, shared by the
+    /// admissions of this store's clones for
+    /// [`observed::DRAW_SNAPSHOT_FOR`].
+    draws: observed::Draws,
 }
 
 /// How often a store on several hosts checks its current one.
@@ -124,6 +128,7 @@ impl Store {
             pool,
             audit: None,
             power_known_for: observed::DEFAULT_KNOWN_FOR,
+            draws: observed::Draws::default(),
         }
     }
 

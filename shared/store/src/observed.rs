@@ -95,8 +95,9 @@ macro_rules! counted_sql {
 
 /// One component's row of [`counted_sql!`].
 #[derive(sqlx::FromRow)]
-struct CountedRow {
-    component: String,
+pub(crate) struct CountedRow {
+    pub(crate) rack: String,
+    pub(crate) component: String,
     component_type: String,
     bmc_url: String,
     steady_w: i64,
@@ -113,7 +114,7 @@ struct CountedRow {
 }
 
 impl CountedRow {
-    fn counted(&self) -> Counted {
+    pub(crate) fn counted(&self) -> Counted {
         match self.counted.as_str() {
             "granted" => Counted::Granted,
             "off" => Counted::Off,
@@ -124,7 +125,7 @@ impl CountedRow {
     }
 
     /// What it counts for, W.
-    fn counted_w(&self) -> u64 {
+    pub(crate) fn counted_w(&self) -> u64 {
         let w = match self.counted() {
             Counted::Off | Counted::Unpowered => 0,
             Counted::On => self.on_w,
@@ -147,7 +148,7 @@ pub(crate) struct DomainDraw {
     pub unknown: u32,
 }
 
-fn window_s(known_for: Duration) -> f64 {
+pub(crate) fn window_s(known_for: Duration) -> f64 {
     known_for.as_secs_f64()
 }
 
@@ -382,5 +383,195 @@ impl Store {
             task: open.map(|(id, _, _)| TaskId(id)),
             components,
         })
+    }
+}
+
+/// How long one read of a domain's counted draw serves its admissions.
+/// Reading it costs a pass over every component of the domain (1,750 in a
+/// row of 50 NVL72 racks, ~30 ms); read per admission, under the domain's
+/// lock, it capped a site's budgeted power-on at a few dozen commands a
+/// second and the schedulers' answers came later than the workers waited.
+/// Flow's own grants since the read are counted at admission (under the
+/// lock, from the grants table); what a read or an event changed since is
+/// counted at most this much later — within the watchers' read period and
+/// the BMCs' own event latency.
+pub const DRAW_SNAPSHOT_FOR: Duration = Duration::from_millis(500);
+
+/// One component's part of a domain's draw at a snapshot.
+#[derive(Debug, Clone, Copy)]
+struct Part {
+    counted: Counted,
+    counted_w: u64,
+    steady_w: u64,
+    measured_excess_w: u64,
+}
+
+/// A domain's counted draw as read at one time: every component's part,
+/// and the newest grant of the domain the read could see.
+#[derive(Debug)]
+pub(crate) struct DrawSnapshot {
+    taken: std::time::Instant,
+    /// Grants of the domain with an ID above this are newer than the read.
+    /// A domain's grants are added under its row lock, so their IDs follow
+    /// the order they were committed in.
+    max_grant_id: i64,
+    parts: std::collections::HashMap<(String, String), Part>,
+    total: DomainDraw,
+}
+
+impl DrawSnapshot {
+    async fn read(
+        conn: &mut PgConnection,
+        domain: &str,
+        known_for: Duration,
+    ) -> Result<DrawSnapshot, StoreError> {
+        // First the newest grant, then the draw: a grant committed in
+        // between is counted twice (in the draw and after it), never not.
+        let max_grant_id: i64 =
+            sqlx::query_scalar("SELECT COALESCE(max(id), 0) FROM power_grants WHERE domain = $1")
+                .bind(domain)
+                .fetch_one(&mut *conn)
+                .await?;
+        let rows: Vec<CountedRow> =
+            sqlx::query_as(counted_sql!("r.power_domains @> ARRAY[$2]::text[]"))
+                .bind(window_s(known_for))
+                .bind(domain)
+                .fetch_all(&mut *conn)
+                .await?;
+        let mut total = DomainDraw::default();
+        let mut parts = std::collections::HashMap::with_capacity(rows.len());
+        for row in rows {
+            let part = row.part();
+            total.add(part, 1);
+            parts.insert((row.rack, row.component), part);
+        }
+        Ok(DrawSnapshot {
+            taken: std::time::Instant::now(),
+            max_grant_id,
+            parts,
+            total,
+        })
+    }
+
+    /// What the domain's components but `except` count for now: the read,
+    /// less `except`'s part, plus the steady draw of every component Flow
+    /// granted a power-on since that the read counted off. Run under the
+    /// domain's lock.
+    pub(crate) async fn draw(
+        &self,
+        conn: &mut PgConnection,
+        domain: &str,
+        except: (&str, &str),
+    ) -> Result<DomainDraw, StoreError> {
+        let mut draw = self.total;
+        if let Some(part) = self.parts.get(&(except.0.to_owned(), except.1.to_owned())) {
+            draw.add(*part, -1);
+        }
+        let since: Vec<(String, String)> = sqlx::query_as(
+            "SELECT DISTINCT rack, component FROM power_grants WHERE domain = $1 AND id > $2",
+        )
+        .bind(domain)
+        .bind(self.max_grant_id)
+        .fetch_all(&mut *conn)
+        .await?;
+        for key in since {
+            if (key.0.as_str(), key.1.as_str()) == except {
+                continue;
+            }
+            if let Some(part) = self.parts.get(&key)
+                && matches!(part.counted, Counted::Off | Counted::Unpowered)
+            {
+                draw.known_w += part.steady_w;
+            }
+        }
+        Ok(draw)
+    }
+}
+
+impl CountedRow {
+    fn part(&self) -> Part {
+        let counted = self.counted();
+        Part {
+            counted,
+            counted_w: self.counted_w(),
+            steady_w: u64::try_from(self.steady_w).unwrap_or(0),
+            measured_excess_w: if counted == Counted::On {
+                u64::try_from((self.on_w - self.steady_w).max(0)).unwrap_or(0)
+            } else {
+                0
+            },
+        }
+    }
+}
+
+impl DomainDraw {
+    /// Adds (`sign` 1) or takes away (−1) one component's part.
+    fn add(&mut self, part: Part, sign: i8) {
+        let apply = |v: &mut u64, w: u64| {
+            *v = if sign > 0 {
+                v.saturating_add(w)
+            } else {
+                v.saturating_sub(w)
+            }
+        };
+        if part.counted == Counted::Unknown {
+            apply(&mut self.unknown_w, part.counted_w);
+            self.unknown = if sign > 0 {
+                self.unknown.saturating_add(1)
+            } else {
+                self.unknown.saturating_sub(1)
+            };
+        } else {
+            apply(&mut self.known_w, part.counted_w);
+            apply(&mut self.measured_excess_w, part.measured_excess_w);
+        }
+    }
+}
+
+/// The snapshots a store keeps, by domain: one read serves every admission
+/// for [`DRAW_SNAPSHOT_FOR`]; admissions that find it old wait for one of
+/// them to read it again.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Draws {
+    by_domain: std::sync::Arc<
+        std::sync::Mutex<
+            std::collections::HashMap<
+                String,
+                std::sync::Arc<tokio::sync::Mutex<Option<std::sync::Arc<DrawSnapshot>>>>,
+            >,
+        >,
+    >,
+}
+
+impl Draws {
+    /// Each of `domains`' snapshot, read again where older than
+    /// [`DRAW_SNAPSHOT_FOR`] (outside any domain lock).
+    pub(crate) async fn fresh(
+        &self,
+        pool: &sqlx::PgPool,
+        domains: &[&str],
+        known_for: Duration,
+    ) -> Result<std::collections::HashMap<String, std::sync::Arc<DrawSnapshot>>, StoreError> {
+        let mut out = std::collections::HashMap::new();
+        for domain in domains {
+            let slot = {
+                let mut map = self.by_domain.lock().unwrap_or_else(|e| e.into_inner());
+                std::sync::Arc::clone(map.entry((*domain).to_owned()).or_default())
+            };
+            let mut held = slot.lock().await;
+            let snapshot = match held.as_ref() {
+                Some(s) if s.taken.elapsed() < DRAW_SNAPSHOT_FOR => std::sync::Arc::clone(s),
+                _ => {
+                    let mut conn = pool.acquire().await?;
+                    let s = std::sync::Arc::new(
+                        DrawSnapshot::read(&mut conn, domain, known_for).await?,
+                    );
+                    *held = Some(std::sync::Arc::clone(&s));
+                    s
+                }
+            };
+            out.insert((*domain).to_owned(), snapshot);
+        }
+        Ok(out)
     }
 }

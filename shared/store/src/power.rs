@@ -338,6 +338,7 @@ impl Store {
             asked.inrush,
             false,
             self.power_known_for(),
+            None,
         )
         .await?
         else {
@@ -434,6 +435,24 @@ impl Store {
         let (inrush, command, excess_w, hold_ms) =
             (asked.inrush, asked.command, asked.excess_w, asked.hold_ms);
         let window_ms = u64::try_from(SEND_WINDOW.as_millis()).unwrap_or(u64::MAX);
+        // Each budgeted domain's draw as read at most a moment ago, read
+        // again outside the locks when older (`crate::observed::Draws`).
+        let draws = if inrush {
+            let budgeted: Vec<String> = sqlx::query_scalar(
+                "SELECT name FROM power_domains WHERE name = ANY($1) AND budget_w IS NOT NULL",
+            )
+            .bind(asked.names())
+            .fetch_all(self.pool())
+            .await?;
+            let budgeted: Vec<&str> = budgeted.iter().map(String::as_str).collect();
+            Some(
+                self.draws
+                    .fresh(self.pool(), &budgeted, self.power_known_for())
+                    .await?,
+            )
+        } else {
+            None
+        };
         let mut tx = self.pool().begin().await?;
         if let Some(start) = request.replaces_ms {
             // The worker came after this command's reservation's send-by and
@@ -470,6 +489,7 @@ impl Store {
             inrush,
             true,
             self.power_known_for(),
+            draws.as_ref(),
         )
         .await?
         else {
@@ -575,6 +595,9 @@ impl Asked {
     }
 }
 
+/// Each budgeted domain's draw snapshot, by name.
+type Snapshots = std::collections::HashMap<String, std::sync::Arc<crate::observed::DrawSnapshot>>;
+
 /// What admission reads of a command's domains.
 struct Read {
     rows: Vec<DomainRow>,
@@ -585,6 +608,7 @@ struct Read {
 /// Reads the state of the domains `names` (row-locked in name order when
 /// `lock`) for `request`: steady draw and grants for an inrush, shelves
 /// off for a shelf's power-off. `None` when none of them exists.
+#[allow(clippy::too_many_arguments)]
 async fn read_domains(
     conn: &mut PgConnection,
     names: &[&str],
@@ -592,6 +616,7 @@ async fn read_domains(
     inrush: bool,
     lock: bool,
     known_for: Duration,
+    draws: Option<&Snapshots>,
 ) -> Result<Option<Read>, StoreError> {
     let sql = if lock {
         "SELECT name, budget_w, max_shelves_off, min_spacing_ms FROM power_domains \
@@ -628,13 +653,13 @@ async fn read_domains(
         };
         if inrush && (budget_w.is_some() || spacing.is_some()) {
             if budget_w.is_some() {
-                let draw = crate::observed::domain_draw(
-                    &mut *conn,
-                    name,
-                    (&request.rack, &request.component),
-                    known_for,
-                )
-                .await?;
+                let except = (request.rack.as_str(), request.component.as_str());
+                let draw = match draws.and_then(|d| d.get(name.as_str())) {
+                    Some(snapshot) => snapshot.draw(&mut *conn, name, except).await?,
+                    None => {
+                        crate::observed::domain_draw(&mut *conn, name, except, known_for).await?
+                    }
+                };
                 state.known_w = draw.known_w;
                 state.measured_excess_w = draw.measured_excess_w;
                 state.unknown_w = draw.unknown_w;
