@@ -533,15 +533,11 @@ impl DomainDraw {
 /// them to read it again.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Draws {
-    by_domain: std::sync::Arc<
-        std::sync::Mutex<
-            std::collections::HashMap<
-                String,
-                std::sync::Arc<tokio::sync::Mutex<Option<std::sync::Arc<DrawSnapshot>>>>,
-            >,
-        >,
-    >,
+    by_domain: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, Slot>>>,
 }
+
+/// One domain's snapshot, read again by one admission at a time.
+type Slot = std::sync::Arc<tokio::sync::Mutex<Option<std::sync::Arc<DrawSnapshot>>>>;
 
 impl Draws {
     /// Each of `domains`' snapshot, read again where older than
