@@ -789,8 +789,15 @@ async fn a_lapsed_reservation_asked_again_is_released_not_counted_twice() {
         }
         body
     };
+    // Room now: a slot from now, to be sent within the send window (never
+    // a bare "granted" an answer that came late could still be sent on).
     let first = env.ok("power.admit", ask("compute-01", None)).await;
-    assert_eq!(first["decision"], "granted", "{first}");
+    assert_eq!(first["decision"], "reserved", "{first}");
+    assert_eq!(
+        first["send_by_ms"].as_u64().unwrap() - first["at_ms"].as_u64().unwrap(),
+        1_000,
+        "{first}"
+    );
     let reserved = |a: &Value| -> u64 {
         assert_eq!(a["decision"], "reserved", "{a}");
         a["at_ms"]

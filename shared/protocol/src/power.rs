@@ -376,7 +376,9 @@ pub struct RackPowerReply {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "decision")]
 pub enum Admission {
-    /// Send it now.
+    /// Send it now: a command that draws no inrush (a power shelf's
+    /// power-off the shelves-off cap lets go). A power-on is always given a
+    /// slot (`reserved`, from now if there is room) with its send-by.
     Granted,
     /// Reserved: send it at `at_ms` (epoch ms) without asking again, and
     /// no later than `send_by_ms` — a command later than that asks anew

@@ -390,22 +390,18 @@ impl Store {
         .bind(window_ms as f64)
         .fetch_optional(&mut *conn)
         .await?;
-        let Some((starts, now)) = found else {
+        let Some((starts, _now)) = found else {
             return Ok(None);
         };
-        let (starts, now) = (unsigned(starts), unsigned(now));
+        let starts = unsigned(starts);
         tracing::debug!(
             starts_ms = starts,
             "asked again: the grant it holds, answered again"
         );
-        Ok(Some(if starts <= now && !spaced {
-            Admission::Granted
-        } else {
-            Admission::Reserved {
-                at_ms: starts,
-                send_by_ms: starts + window_ms,
-                reason: "the power-on slot this command already holds".to_owned(),
-            }
+        Ok(Some(Admission::Reserved {
+            at_ms: starts,
+            send_by_ms: starts + window_ms,
+            reason: "the power-on slot this command already holds".to_owned(),
         }))
     }
 
@@ -519,14 +515,20 @@ impl Store {
                     settle_ms: asked.settle_ms,
                 };
                 grant(&mut tx, request, &rows, inrush, share).await?;
-                match send_within {
-                    // Its slot is now: go at once, but not late.
-                    Some(slack) => Admission::Reserved {
+                if inrush {
+                    // Its slot is now: go at once, but not late — an answer
+                    // that reached a busy worker after its send window
+                    // (the grant no longer covers it) must not be sent.
+                    let within = send_within.unwrap_or(window_ms);
+                    Admission::Reserved {
                         at_ms: now,
                         send_by_ms: send_by(now),
-                        reason: format!("power-on slot now: sent within {slack} ms or asked again"),
-                    },
-                    None => Admission::Granted,
+                        reason: format!(
+                            "power-on slot now: sent within {within} ms or asked again"
+                        ),
+                    }
+                } else {
+                    Admission::Granted
                 }
             }
             Decision::Reserve {
