@@ -566,6 +566,30 @@ fn endpoint_cases() -> Vec<Case> {
             ("since", json!("yesterday")),
             None,
         ),
+        (
+            endpoint::AccessGrant::NAME,
+            json!({"subject": "OPS/alice", "role": "operator", "labels": {"row": "A"}}),
+            ("role", json!("superuser")),
+            Some("role"),
+        ),
+        (
+            endpoint::AccessRevoke::NAME,
+            json!({"id": 4}),
+            ("id", json!("four")),
+            Some("id"),
+        ),
+        (
+            endpoint::AccessList::NAME,
+            json!({"subject": "OPS/alice"}),
+            ("subject", json!(7)),
+            None,
+        ),
+        (
+            endpoint::AccessCheck::NAME,
+            json!({"subject": "OPS/alice", "endpoint": "task.submit", "racks": ["rack-01"]}),
+            ("racks", json!("rack-01")),
+            Some("endpoint"),
+        ),
     ]
 }
 
