@@ -478,7 +478,8 @@ async fn event_clear(
     may_act(&state, &user, &headers, &form.csrf)?;
     let record = state
         .client
-        .call_as::<endpoint::EventClear>(
+        .call_on_behalf::<endpoint::EventClear>(
+            &user.name,
             &actor(&user),
             &EventClear {
                 id,
@@ -584,8 +585,10 @@ async fn cancel_confirm(
     )
 }
 
-/// The `Flow-Actor` a console user's requests name: `console:<user>`
-/// (the console checked who they are; docs/audit.md).
+/// The `Flow-Actor` a console user's requests claim: `console:<user>`
+/// (the console checked who they are). A verified scheduler that trusts
+/// the console as an intermediary acts as the user it names in
+/// `Flow-On-Behalf-Of` instead (docs/audit.md, "Through the console").
 fn actor(user: &User) -> String {
     format!("console:{}", user.name)
 }
@@ -601,7 +604,7 @@ async fn cancel(
     may_act(&state, &user, &headers, &form.csrf)?;
     let reply = state
         .client
-        .call_as::<endpoint::TaskCancel>(&actor(&user), &TaskById { id })
+        .call_on_behalf::<endpoint::TaskCancel>(&user.name, &actor(&user), &TaskById { id })
         .await?;
     tracing::info!(user = %user.name, task = %id, outcome = ?reply.outcome, "task cancel from the console");
     Ok(Redirect::to(&format!("/tasks/{id}")).into_response())
@@ -687,7 +690,7 @@ async fn power(
     let request = power_request(&rack, operation, &user);
     let reply = state
         .client
-        .call_as::<endpoint::TaskSubmit>(&actor(&user), &request)
+        .call_on_behalf::<endpoint::TaskSubmit>(&user.name, &actor(&user), &request)
         .await?;
     let outcome = reply
         .results
@@ -791,19 +794,20 @@ async fn run_act(
         actions::Run::Pause => {
             state
                 .client
-                .call_as::<endpoint::RunPause>(&actor(&user), &by)
+                .call_on_behalf::<endpoint::RunPause>(&user.name, &actor(&user), &by)
                 .await?
         }
         actions::Run::Resume => {
             state
                 .client
-                .call_as::<endpoint::RunResume>(&actor(&user), &by)
+                .call_on_behalf::<endpoint::RunResume>(&user.name, &actor(&user), &by)
                 .await?
         }
         actions::Run::Advance => {
             state
                 .client
-                .call_as::<endpoint::RunAdvance>(
+                .call_on_behalf::<endpoint::RunAdvance>(
+                    &user.name,
                     &actor(&user),
                     &RunAdvance {
                         run,
@@ -815,7 +819,7 @@ async fn run_act(
         actions::Run::Cancel => {
             state
                 .client
-                .call_as::<endpoint::RunCancel>(&actor(&user), &by)
+                .call_on_behalf::<endpoint::RunCancel>(&user.name, &actor(&user), &by)
                 .await?
         }
     };
@@ -909,19 +913,19 @@ async fn schedule_act(
         actions::Schedule::Pause => {
             state
                 .client
-                .call_as::<endpoint::SchedulePause>(&actor(&user), &by)
+                .call_on_behalf::<endpoint::SchedulePause>(&user.name, &actor(&user), &by)
                 .await?;
         }
         actions::Schedule::Resume => {
             state
                 .client
-                .call_as::<endpoint::ScheduleResume>(&actor(&user), &by)
+                .call_on_behalf::<endpoint::ScheduleResume>(&user.name, &actor(&user), &by)
                 .await?;
         }
         actions::Schedule::Trigger => {
             state
                 .client
-                .call_as::<endpoint::ScheduleTrigger>(&actor(&user), &by)
+                .call_on_behalf::<endpoint::ScheduleTrigger>(&user.name, &actor(&user), &by)
                 .await?;
         }
     }

@@ -33,7 +33,7 @@ pub async fn authorize(
     actor: &Actor,
     body: &[u8],
 ) -> Result<(), ApiError> {
-    if mode != IdentityMode::Verified || actor.source != ActorSource::Verified {
+    if mode != IdentityMode::Verified || !is_checked(actor) {
         return Ok(());
     }
     let Some(kind) = endpoint::kind(name) else {
@@ -53,6 +53,15 @@ pub async fn authorize(
         }
     }
     decide(store, &actor.name, name, need, &racks).await
+}
+
+/// Whether the policy is checked for `actor`: a user the server verified,
+/// or one a trusted intermediary named (`crate::identity`).
+pub(crate) fn is_checked(actor: &Actor) -> bool {
+    matches!(
+        actor.source,
+        ActorSource::Verified | ActorSource::Intermediary
+    )
 }
 
 /// Checks `user` for `what` needing `need` over `racks`: the `forbidden`

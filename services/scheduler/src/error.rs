@@ -67,6 +67,18 @@ pub(crate) fn store_error(error: StoreError) -> ApiError {
         StoreError::NotFound(m) => ApiError::new(ErrorCode::NotFound, m),
         StoreError::Conflict(m) => ApiError::new(ErrorCode::Conflict, m),
         StoreError::Invalid { message, details } => ApiError::invalid(message, details),
+        // The error of a batch of admissions: each ask of it is told, the
+        // first as if alone.
+        StoreError::Batch(shared) => match std::sync::Arc::try_unwrap(shared) {
+            Ok(alone) => store_error(alone),
+            Err(shared) => {
+                let code = match *shared {
+                    StoreError::Database(_) => ErrorCode::Unavailable,
+                    _ => ErrorCode::Internal,
+                };
+                ApiError::new(code, flow_telemetry::chain(&*shared))
+            }
+        },
         refused if refused.is_refused_value() => {
             let chain = flow_telemetry::chain(&refused);
             tracing::warn!(error = %chain, "the database refused a value");

@@ -16,7 +16,9 @@
 //! The decision is pure ([`resolve`]): headers in, actor or refusal out.
 
 use flow_protocol::api::{ApiError, ErrorCode};
-use flow_protocol::audit::{Actor, ActorSource, EndpointKind, UNKNOWN_ACTOR, clean_name};
+use flow_protocol::audit::{
+    Actor, ActorSource, EndpointKind, ON_BEHALF_HEADER, UNKNOWN_ACTOR, clean_name,
+};
 
 /// The header the NATS server stamps on requests crossing a service import
 /// (nats-server `server/accounts.go`, `ClientInfoHdr`).
@@ -82,14 +84,19 @@ pub struct Refusal {
     /// The reply: `unauthenticated` or `forbidden`, naming the endpoint.
     pub error: ApiError,
     /// Who the audit records.
-    pub actor: Actor,
+    pub actor: Box<Actor>,
 }
 
 /// The actor of a request to an endpoint of `kind` named `endpoint`, from
 /// its headers as `(name, value)` pairs (every copy, as received) and its
 /// `Flow-Actor` claim, or the refusal naming why.
+/// In verified mode a request of one of `intermediaries` (verified users,
+/// `ACCOUNT/user`: the console) that names its end user in
+/// `Flow-On-Behalf-Of` acts as that user of the intermediary's account
+/// ([`on_behalf`]).
 pub fn resolve<'a>(
     mode: IdentityMode,
+    intermediaries: &[String],
     endpoint: &str,
     kind: EndpointKind,
     headers: impl IntoIterator<Item = (&'a str, &'a str)>,
@@ -101,9 +108,92 @@ pub fn resolve<'a>(
             name: DEVELOPMENT_USER.to_owned(),
             source: ActorSource::Development,
             claimed,
+            via: None,
         }),
-        IdentityMode::Verified => verified(endpoint, kind, headers, claimed),
+        IdentityMode::Verified => {
+            let headers: Vec<(&str, &str)> = headers.into_iter().collect();
+            let actor = verified(endpoint, kind, headers.iter().copied(), claimed)?;
+            on_behalf(intermediaries, endpoint, actor, &headers)
+        }
     }
+}
+
+/// The actor a verified request acts as: itself, or — when it is one of
+/// `intermediaries` and names exactly one user in `Flow-On-Behalf-Of` —
+/// that user of its own account, the intermediary kept as `via` (as
+/// Kubernetes' impersonation: the named user's grants apply, and the
+/// intermediary can name no one outside its account). Anyone else naming
+/// a user is refused `forbidden`, recorded as themselves; a copy of the
+/// header in another letter case, two, or a name that is not a plain user
+/// name, `unauthenticated`.
+fn on_behalf(
+    intermediaries: &[String],
+    endpoint: &str,
+    actor: Actor,
+    headers: &[(&str, &str)],
+) -> Result<Actor, Refusal> {
+    let named: Vec<(&str, &str)> = headers
+        .iter()
+        .copied()
+        .filter(|(name, _)| name.eq_ignore_ascii_case(ON_BEHALF_HEADER))
+        .collect();
+    if named.is_empty() {
+        return Ok(actor);
+    }
+    let refuse = |code: ErrorCode, why: String| Refusal {
+        error: ApiError::new(code, format!("{endpoint}: {why}")),
+        actor: Box::new(actor.clone()),
+    };
+    let trusted = actor.source == ActorSource::Verified && intermediaries.contains(&actor.name);
+    if !trusted {
+        return Err(refuse(
+            ErrorCode::Forbidden,
+            format!(
+                "{} may not act on behalf of another user ({ON_BEHALF_HEADER}): only a trusted intermediary may (flow-scheduler --intermediary)",
+                actor.name
+            ),
+        ));
+    }
+    let user = match named.as_slice() {
+        [(name, user)] if *name == ON_BEHALF_HEADER => clean_name(user),
+        [(name, _)] => {
+            return Err(refuse(
+                ErrorCode::Unauthenticated,
+                format!("a {name:?} header: the end user is named in {ON_BEHALF_HEADER}, exactly"),
+            ));
+        }
+        _ => {
+            return Err(refuse(
+                ErrorCode::Unauthenticated,
+                format!(
+                    "{} {ON_BEHALF_HEADER} headers: an intermediary names one user",
+                    named.len()
+                ),
+            ));
+        }
+    };
+    if user.is_empty()
+        || user.contains('/')
+        || user.contains('*')
+        || user.contains(char::is_whitespace)
+    {
+        return Err(refuse(
+            ErrorCode::Unauthenticated,
+            format!(
+                "{ON_BEHALF_HEADER}: {user:?} is not a user name (one word, no '/' or '*': it is qualified by the intermediary's account)"
+            ),
+        ));
+    }
+    let account = actor
+        .name
+        .split_once('/')
+        .map_or(actor.name.as_str(), |(acc, _)| acc);
+    Ok(Actor {
+        name: format!("{account}/{user}"),
+        source: ActorSource::Intermediary,
+        claimed: actor.claimed.clone(),
+        via: Some(actor.name),
+    })
 }
 
 fn verified<'a>(
@@ -116,10 +206,11 @@ fn verified<'a>(
         name: UNKNOWN_ACTOR.to_owned(),
         source: ActorSource::Unverified,
         claimed: claimed.clone(),
+        via: None,
     };
     let refuse = |code: ErrorCode, why: String, actor: &Actor| Refusal {
         error: ApiError::new(code, format!("{endpoint}: {why}")),
-        actor: actor.clone(),
+        actor: Box::new(actor.clone()),
     };
     let mut stamps = Vec::new();
     let mut other_case = None;
@@ -174,6 +265,7 @@ fn verified<'a>(
                 name: SERVICE_ACTOR.to_owned(),
                 source: ActorSource::Service,
                 claimed,
+                via: None,
             })
         }
         Some(actor) if kind == EndpointKind::Internal => Err(refuse(
@@ -199,6 +291,7 @@ fn stamped(stamp: &str, claimed: Option<String>) -> Result<Actor, String> {
         name: format!("{acc}/{user}"),
         source: ActorSource::Verified,
         claimed,
+        via: None,
     })
 }
 
@@ -238,6 +331,7 @@ mod tests {
     ) -> Result<Actor, Refusal> {
         resolve(
             IdentityMode::Verified,
+            &[],
             endpoint,
             kind,
             headers.iter().copied(),
@@ -332,6 +426,7 @@ mod tests {
     fn development_mode_has_one_user_and_keeps_the_claim() {
         let actor = resolve(
             IdentityMode::Development,
+            &[],
             "task.submit",
             EndpointKind::Change,
             [(REQUEST_INFO_HEADER, STAMP)],
@@ -341,6 +436,71 @@ mod tests {
         assert_eq!(actor.name, DEVELOPMENT_USER);
         assert_eq!(actor.source, ActorSource::Development);
         assert_eq!(actor.claimed.as_deref(), Some("alice"));
+    }
+
+    #[test]
+    fn a_trusted_intermediary_names_a_user_of_its_own_account() {
+        const CONSOLE: &str = r#"{"acc":"CONSOLE","user":"console"}"#;
+        let trusted = ["CONSOLE/console".to_owned()];
+        let ask = |headers: &[(&str, &str)]| {
+            resolve(
+                IdentityMode::Verified,
+                &trusted,
+                "task.submit",
+                EndpointKind::Change,
+                headers.iter().copied(),
+                Some("console:carol"),
+            )
+        };
+        let actor = ask(&[(REQUEST_INFO_HEADER, CONSOLE), (ON_BEHALF_HEADER, "carol")]).unwrap();
+        assert_eq!(actor.name, "CONSOLE/carol");
+        assert_eq!(actor.source, ActorSource::Intermediary);
+        assert_eq!(actor.via.as_deref(), Some("CONSOLE/console"));
+        assert_eq!(actor.claimed.as_deref(), Some("console:carol"));
+        // Without the header the intermediary is itself.
+        let itself = ask(&[(REQUEST_INFO_HEADER, CONSOLE)]).unwrap();
+        assert_eq!(
+            (itself.name.as_str(), itself.source),
+            ("CONSOLE/console", ActorSource::Verified)
+        );
+        // Anyone else naming a user is refused as themselves.
+        let refusal =
+            ask(&[(REQUEST_INFO_HEADER, STAMP), (ON_BEHALF_HEADER, "carol")]).unwrap_err();
+        assert_eq!(refusal.error.code, ErrorCode::Forbidden);
+        assert_eq!(refusal.actor.name, "OPS/alice");
+        assert!(
+            refusal
+                .error
+                .message
+                .contains("OPS/alice may not act on behalf"),
+            "{refusal:?}"
+        );
+        // Another case, two names, or a name that reaches out of the account.
+        for headers in [
+            vec![
+                (REQUEST_INFO_HEADER, CONSOLE),
+                ("flow-on-behalf-of", "carol"),
+            ],
+            vec![
+                (REQUEST_INFO_HEADER, CONSOLE),
+                (ON_BEHALF_HEADER, "carol"),
+                (ON_BEHALF_HEADER, "dave"),
+            ],
+            vec![
+                (REQUEST_INFO_HEADER, CONSOLE),
+                (ON_BEHALF_HEADER, "OPS/alice"),
+            ],
+            vec![(REQUEST_INFO_HEADER, CONSOLE), (ON_BEHALF_HEADER, "*")],
+            vec![(REQUEST_INFO_HEADER, CONSOLE), (ON_BEHALF_HEADER, "  ")],
+        ] {
+            let refusal = ask(&headers).unwrap_err();
+            assert_eq!(
+                refusal.error.code,
+                ErrorCode::Unauthenticated,
+                "{headers:?}"
+            );
+            assert_eq!(refusal.actor.name, "CONSOLE/console", "{headers:?}");
+        }
     }
 
     #[test]

@@ -72,7 +72,15 @@ impl Scheduler {
         store: Store,
         topology: Topology,
     ) -> Result<Scheduler, SchedulerError> {
-        Self::start_identified(client, store, topology, None, IdentityMode::Development).await
+        Self::start_identified(
+            client,
+            store,
+            topology,
+            None,
+            IdentityMode::Development,
+            Vec::new(),
+        )
+        .await
     }
 
     /// [`Scheduler::start_with`], counting in `metrics` (registered by the
@@ -90,6 +98,7 @@ impl Scheduler {
             topology,
             Some(metrics),
             IdentityMode::Development,
+            Vec::new(),
         )
         .await
     }
@@ -104,6 +113,7 @@ impl Scheduler {
         topology: Topology,
         metrics: Option<metrics::SchedulerMetrics>,
         identity: IdentityMode,
+        intermediaries: Vec<String>,
     ) -> Result<Scheduler, SchedulerError> {
         if identity == IdentityMode::Verified {
             let version = client.server_info().version;
@@ -169,7 +179,7 @@ impl Scheduler {
             store.clone(),
             stop.clone(),
         )));
-        let api = api::ApiService::start(client, store, tasks, identity)
+        let api = api::ApiService::start(client, store, tasks, identity, intermediaries)
             .await
             .map_err(SchedulerError::Api)?;
         Ok(Scheduler { api, stop, loops })

@@ -51,6 +51,17 @@ struct Args {
     /// (`flow access grant`, docs/audit.md "Who may").
     #[arg(long = "admin", env = "FLOW_ADMINS", value_delimiter = ',')]
     admins: Vec<String>,
+    /// Verified users (`ACCOUNT/user`) trusted to act on behalf of their
+    /// own users (comma-separated; the console's service user): a request
+    /// of theirs naming a user in `Flow-On-Behalf-Of` acts as
+    /// `ACCOUNT/<that user>`, under that user's grants (docs/audit.md,
+    /// "Through the console").
+    #[arg(
+        long = "intermediary",
+        env = "FLOW_INTERMEDIARIES",
+        value_delimiter = ','
+    )]
+    intermediaries: Vec<String>,
 }
 
 fn parse_ack_wait(text: &str) -> Result<std::time::Duration, String> {
@@ -97,7 +108,15 @@ async fn main() -> anyhow::Result<()> {
         .power_known_for
         .unwrap_or(flow_store::observed::DEFAULT_KNOWN_FOR);
     let started = tokio::select! {
-        started = start(&settings, ack_wait, known_for, metrics, args.identity, &args.admins) => started?,
+        started = start(
+            &settings,
+            ack_wait,
+            known_for,
+            metrics,
+            args.identity,
+            &args.admins,
+            &args.intermediaries,
+        ) => started?,
         () = &mut shutdown => {
             tracing::info!("stopped before start-up finished");
             return Ok(());
@@ -124,7 +143,18 @@ async fn start(
     metrics: SchedulerMetrics,
     identity: flow_scheduler::IdentityMode,
     admins: &[String],
+    intermediaries: &[String],
 ) -> anyhow::Result<(Scheduler, async_nats::Client)> {
+    for intermediary in intermediaries {
+        flow_protocol::access::check_subject(intermediary)
+            .ok()
+            .filter(|()| !intermediary.ends_with("/*"))
+            .ok_or_else(|| {
+                anyhow::anyhow!(
+                    "--intermediary (FLOW_INTERMEDIARIES): {intermediary:?} is not one verified user ACCOUNT/user"
+                )
+            })?;
+    }
     for admin in admins {
         flow_protocol::access::check_subject(admin)
             .map_err(|e| anyhow::anyhow!("--admin (FLOW_ADMINS): {}", e.message))?;
@@ -166,9 +196,15 @@ async fn start(
         placement = ?topology.placement_tags,
         "JetStream topology"
     );
-    let scheduler =
-        Scheduler::start_identified(client.clone(), store, topology, Some(metrics), identity)
-            .await
-            .context("cannot start the scheduler (identity, JetStream set-up or flow.api)")?;
+    let scheduler = Scheduler::start_identified(
+        client.clone(),
+        store,
+        topology,
+        Some(metrics),
+        identity,
+        intermediaries.to_vec(),
+    )
+    .await
+    .context("cannot start the scheduler (identity, JetStream set-up or flow.api)")?;
     Ok((scheduler, client))
 }

@@ -17,7 +17,12 @@
 //!   refused; an operator scoped to `row=A` powers on a row-A rack and is
 //!   refused on a row-B rack through the API (named or by label), the
 //!   preview, the CLI, a run and a schedule — the last when it fires after
-//!   her scope shrank.
+//!   her scope shrank;
+//! * through the console: the console's service user, trusted as an
+//!   intermediary (`--intermediary CONSOLE/console`), acts for the user it
+//!   names in `Flow-On-Behalf-Of` — as `CONSOLE/<user>`, under that user's
+//!   grants, audited with both — while an operator naming another user is
+//!   refused and audited as herself.
 
 use std::time::Duration;
 
@@ -50,12 +55,13 @@ struct Site {
     scheduler: Scheduler,
 }
 
-const PASSWORDS: [(&str, &str); 5] = [
+const PASSWORDS: [(&str, &str); 6] = [
     ("FLOW_NATS_SCHEDULER_PASSWORD", "scheduler-secret"),
     ("FLOW_NATS_WORKER_PASSWORD", "worker-secret"),
     ("FLOW_NATS_ALICE_PASSWORD", "alice-secret"),
     ("FLOW_NATS_VICTOR_PASSWORD", "victor-secret"),
     ("FLOW_NATS_INTRUDER_PASSWORD", "intruder-secret"),
+    ("FLOW_NATS_CONSOLE_PASSWORD", "console-secret"),
 ];
 
 impl Site {
@@ -98,6 +104,7 @@ impl Site {
             Topology::single(Duration::from_secs(30)),
             None,
             IdentityMode::Verified,
+            vec!["CONSOLE/console".to_owned()],
         )
         .await
         .expect("a verified scheduler starts on this nats-server");
@@ -696,4 +703,161 @@ async fn roles_and_rack_scopes_hold_through_the_api_the_cli_a_run_and_a_schedule
         "{r}"
     );
     site.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_acts_as_its_users_under_their_own_scope() {
+    let site = Site::start(false, &["OPS/alice"]).await;
+    let store = site.store().await;
+    let alice = connect(&site.nats, "alice", "_INBOX_alice").await;
+    for (name, row) in [("rack-a", "A"), ("rack-b", "B")] {
+        request(&alice, "rack.create", &rack_in(name, row), &[])
+            .await
+            .expect("the admin creates racks");
+    }
+    request(
+        &alice,
+        "rule.create",
+        &json!({"name": "on", "operation_type": "power_control", "operation": "power_on",
+                "is_default": true, "definition": {"version": "v1", "steps": [
+                    {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"}}]}}),
+        &[],
+    )
+    .await
+    .expect("the admin creates a rule");
+    // carol uses the console: an operator over row A. The console itself
+    // holds no operator grant at all.
+    grant(
+        &store,
+        "CONSOLE/carol",
+        Role::Operator,
+        &[("row", "A")],
+        &[],
+    )
+    .await;
+    grant(&store, "CONSOLE/console", Role::Viewer, &[], &[]).await;
+    // The console calls as it does for a signed-in user
+    // (services/console/src/app.rs).
+    let console = flow_client::Client::new(
+        connect(&site.nats, "console", "_INBOX_console").await,
+        site.nats.url(),
+    );
+    let submit = |rack: &str, id: &str| -> flow_protocol::submit::TaskSubmit {
+        serde_json::from_value(
+            json!({"request_id": id, "racks": [rack], "operation": "power_on",
+                                      "conflict": *QUEUE}),
+        )
+        .expect("a task request")
+    };
+    let ok = console
+        .call_on_behalf::<flow_protocol::api::endpoint::TaskSubmit>(
+            "carol",
+            "console:carol",
+            &submit("rack-a", "c1"),
+        )
+        .await
+        .expect("rack-a is in carol's scope");
+    let ok = serde_json::to_value(&ok).expect("json");
+    assert!(ok["results"][0]["task_id"].is_string(), "{ok}");
+    let r = newest(&store).await;
+    assert_eq!(
+        (
+            &r["actor"],
+            &r["actor_source"],
+            &r["via"],
+            &r["claimed_actor"],
+            &r["outcome"]
+        ),
+        (
+            &json!("CONSOLE/carol"),
+            &json!("intermediary"),
+            &json!("CONSOLE/console"),
+            &json!("console:carol"),
+            &json!("ok")
+        ),
+        "{r}"
+    );
+    let created_by: Option<String> =
+        sqlx::query_scalar("SELECT actor FROM audit_log WHERE endpoint = 'task.submit' LIMIT 1")
+            .fetch_one(store.pool())
+            .await
+            .expect("read");
+    assert_eq!(created_by.as_deref(), Some("CONSOLE/carol"));
+    let tasks = count(&store, Table::Tasks).await;
+    let error = console
+        .call_on_behalf::<flow_protocol::api::endpoint::TaskSubmit>(
+            "carol",
+            "console:carol",
+            &submit("rack-b", "c2"),
+        )
+        .await
+        .expect_err("rack-b is outside carol's scope");
+    let error = match error {
+        flow_client::ClientError::Api(e) => e,
+        other => panic!("not an API error: {other:?}"),
+    };
+    assert_eq!(error.code, ErrorCode::Forbidden, "{error:?}");
+    assert!(
+        error
+            .message
+            .contains("on rack-b: it is outside CONSOLE/carol's operator scope"),
+        "{error:?}"
+    );
+    assert_eq!(count(&store, Table::Tasks).await, tasks, "nothing made");
+    // Naming no one, the console is itself: a viewer, who may not power on.
+    let error = request(
+        &console_nats(&site).await,
+        "task.submit",
+        &json!({"request_id": "c3", "racks": ["rack-a"], "operation": "power_on",
+                "conflict": *QUEUE}),
+        &[],
+    )
+    .await
+    .expect_err("the console as itself is a viewer");
+    assert_eq!(error.code, ErrorCode::Forbidden, "{error:?}");
+    let r = newest(&store).await;
+    assert_eq!(
+        (&r["actor"], &r["actor_source"], &r["via"]),
+        (&json!("CONSOLE/console"), &json!("verified"), &Value::Null),
+        "{r}"
+    );
+    // An operator is no intermediary: naming carol is refused, and
+    // recorded as herself.
+    let error = request(
+        &alice,
+        "task.submit",
+        &json!({"request_id": "a1", "racks": ["rack-a"], "operation": "power_on",
+                "conflict": *QUEUE}),
+        &[("Flow-On-Behalf-Of", "carol")],
+    )
+    .await
+    .expect_err("alice may not name another user");
+    assert_eq!(error.code, ErrorCode::Forbidden, "{error:?}");
+    assert!(
+        error.message.contains("OPS/alice may not act on behalf"),
+        "{error:?}"
+    );
+    let r = newest(&store).await;
+    assert_eq!(
+        (&r["actor"], &r["actor_source"], &r["outcome"]),
+        (&json!("OPS/alice"), &json!("verified"), &json!("refused")),
+        "{r}"
+    );
+    // And the console may not reach out of its account.
+    let error = request(
+        &console_nats(&site).await,
+        "task.submit",
+        &json!({"request_id": "c4", "racks": ["rack-a"], "operation": "power_on",
+                "conflict": *QUEUE}),
+        &[("Flow-On-Behalf-Of", "OPS/alice")],
+    )
+    .await
+    .expect_err("a name outside the console's account is refused");
+    assert_eq!(error.code, ErrorCode::Unauthenticated, "{error:?}");
+    assert_eq!(count(&store, Table::Tasks).await, tasks, "nothing made");
+    site.stop().await;
+}
+
+async fn console_nats(site: &Site) -> async_nats::Client {
+    connect(&site.nats, "console", "_INBOX_console").await
 }

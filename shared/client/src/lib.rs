@@ -10,7 +10,7 @@ use std::time::Duration;
 use flow_config::Settings;
 use flow_jetstream::{InitialConnect, connect_nats};
 use flow_protocol::api::{ApiError, Endpoint, decode_reply};
-use flow_protocol::audit::ACTOR_HEADER;
+use flow_protocol::audit::{ACTOR_HEADER, ON_BEHALF_HEADER};
 use flow_protocol::subjects::api_subject;
 use serde::Serialize;
 
@@ -126,14 +126,27 @@ impl Client {
         self.send::<E, _>(request, self.actor.as_deref()).await
     }
 
-    /// Calls endpoint `E` on behalf of `actor` (a service with users of its
-    /// own, as the console, names each one in the `Flow-Actor` header).
-    pub async fn call_as<E: Endpoint>(
+    /// Calls endpoint `E` on behalf of `user`, a user of this client's own
+    /// (the console's): named in `Flow-On-Behalf-Of`, which a verified
+    /// scheduler honours from a trusted intermediary only (the request then
+    /// acts as `<this client's account>/<user>`, docs/audit.md "Through the
+    /// console"), and claimed as `claim` in `Flow-Actor` (what a
+    /// development-mode audit record keeps).
+    pub async fn call_on_behalf<E: Endpoint>(
         &self,
-        actor: &str,
+        user: &str,
+        claim: &str,
         request: &E::Request,
     ) -> Result<E::Reply, ClientError> {
-        self.send::<E, _>(request, Some(actor)).await
+        let body = serde_json::to_vec(request)
+            .map_err(|e| ApiError::new(flow_protocol::api::ErrorCode::BadRequest, e.to_string()))?;
+        let mut headers = async_nats::HeaderMap::new();
+        headers.insert(ACTOR_HEADER, claim);
+        headers.insert(ON_BEHALF_HEADER, user);
+        let reply = self
+            .request_with(E::NAME, body, REQUEST_TIMEOUT, Some(headers))
+            .await?;
+        Ok(decode_reply(&reply)?)
     }
 
     /// Calls endpoint `E` with a body the service reads as `E::Request`,
@@ -169,13 +182,26 @@ impl Client {
         wait: Duration,
         actor: Option<&str>,
     ) -> Result<bytes::Bytes, ClientError> {
+        let headers = actor.or(self.actor.as_deref()).map(|actor| {
+            let mut headers = async_nats::HeaderMap::new();
+            headers.insert(ACTOR_HEADER, actor);
+            headers
+        });
+        self.request_with(endpoint, body, wait, headers).await
+    }
+
+    async fn request_with(
+        &self,
+        endpoint: &str,
+        body: Vec<u8>,
+        wait: Duration,
+        headers: Option<async_nats::HeaderMap>,
+    ) -> Result<bytes::Bytes, ClientError> {
         let subject = api_subject(endpoint);
         let mut request = async_nats::Request::new()
             .payload(body.into())
             .timeout(Some(wait));
-        if let Some(actor) = actor.or(self.actor.as_deref()) {
-            let mut headers = async_nats::HeaderMap::new();
-            headers.insert(ACTOR_HEADER, actor);
+        if let Some(headers) = headers {
             request = request.headers(headers);
         }
         match self.nats.send_request(subject.clone(), request).await {

@@ -16,6 +16,11 @@ use crate::envelope::{ApiError, ErrorCode};
 /// it is recorded beside the verified actor (`claimed_actor`).
 pub const ACTOR_HEADER: &str = "Flow-Actor";
 
+/// The header a trusted intermediary (the console) names its end user in:
+/// a user name, qualified by the intermediary's own account
+/// (`docs/audit.md`, "Through the console").
+pub const ON_BEHALF_HEADER: &str = "Flow-On-Behalf-Of";
+
 /// The actor of records written before identities were verified, whose
 /// request carried no `Flow-Actor` header.
 pub const UNKNOWN_ACTOR: &str = "unknown";
@@ -85,17 +90,22 @@ pub enum ActorSource {
     /// Records written before identities were verified, without a
     /// `Flow-Actor` header: [`UNKNOWN_ACTOR`].
     Default,
+    /// Named by a trusted intermediary (the console) whose own identity
+    /// the NATS server stamped: `<its account>/<the user it names>`; the
+    /// intermediary is kept as `via` (verified mode).
+    Intermediary,
 }
 
 impl ActorSource {
     /// Every source.
-    pub const ALL: [ActorSource; 6] = [
+    pub const ALL: [ActorSource; 7] = [
         ActorSource::Verified,
         ActorSource::Service,
         ActorSource::Development,
         ActorSource::Unverified,
         ActorSource::Header,
         ActorSource::Default,
+        ActorSource::Intermediary,
     ];
 
     /// The name, as stored.
@@ -107,6 +117,7 @@ impl ActorSource {
             ActorSource::Unverified => "unverified",
             ActorSource::Header => "header",
             ActorSource::Default => "default",
+            ActorSource::Intermediary => "intermediary",
         }
     }
 
@@ -127,6 +138,9 @@ pub struct Actor {
     /// The request's `Flow-Actor` header, cleaned as the name; a claim
     /// nobody verified (the console names its user in it).
     pub claimed: Option<String>,
+    /// The verified intermediary that named this actor (source
+    /// [`ActorSource::Intermediary`]).
+    pub via: Option<String>,
 }
 
 /// `text` trimmed, its control characters dropped and cut to
@@ -289,6 +303,10 @@ pub struct AuditRecord {
     /// claim, never checked.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub claimed_actor: Option<String>,
+    /// The trusted intermediary, verified by the server, that named the
+    /// actor (`actor_source` `intermediary`: the console's service user).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
     /// The endpoint.
     pub endpoint: String,
     /// Its kind.
@@ -332,6 +350,11 @@ impl AuditRecord {
             ActorSource::Unverified => format!("{} (unverified){claim}", self.actor),
             ActorSource::Header => format!("{} (claimed)", self.actor),
             ActorSource::Default => format!("{} (no header)", self.actor),
+            ActorSource::Intermediary => format!(
+                "{} (via {}){claim}",
+                self.actor,
+                self.via.as_deref().unwrap_or("an intermediary")
+            ),
         }
     }
 }

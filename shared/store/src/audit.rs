@@ -159,8 +159,8 @@ async fn insert(
     };
     sqlx::query(
         "INSERT INTO audit_log (actor, actor_source, endpoint, kind, racks, task_ids, target, \
-         request, outcome, message, reason, claimed_actor) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
+         request, outcome, message, reason, claimed_actor, via) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)",
     )
     .bind(clean(&entry.actor.name))
     .bind(entry.actor.source.as_str())
@@ -174,12 +174,14 @@ async fn insert(
     .bind(clean(message))
     .bind(entry.reason.as_deref().map(clean))
     .bind(entry.actor.claimed.as_deref().map(clean))
+    .bind(entry.actor.via.as_deref().map(clean))
     .execute(&mut **tx)
     .await?;
     tracing::info!(
         actor = %entry.actor.name,
         actor_source = entry.actor.source.as_str(),
         claimed = entry.actor.claimed.as_deref().unwrap_or_default(),
+        via = entry.actor.via.as_deref().unwrap_or_default(),
         endpoint = %entry.endpoint,
         outcome = outcome.as_str(),
         racks = ?entry.racks,
@@ -204,6 +206,7 @@ struct AuditRow {
     message: String,
     reason: Option<String>,
     claimed_actor: Option<String>,
+    via: Option<String>,
 }
 
 impl AuditRow {
@@ -226,6 +229,7 @@ impl AuditRow {
                 .ok_or_else(|| corrupt("outcome", &self.outcome))?,
             actor: self.actor,
             claimed_actor: self.claimed_actor,
+            via: self.via,
             endpoint: self.endpoint,
             kind,
             racks: self.racks,
@@ -247,6 +251,7 @@ impl Store {
             audit: Some(scope),
             power_known_for: self.power_known_for,
             draws: self.draws.clone(),
+            batches: self.batches.clone(),
         }
     }
 
@@ -268,7 +273,7 @@ impl Store {
     pub async fn audit_records(&self, filter: &AuditList) -> Result<Vec<AuditRecord>, StoreError> {
         let rows: Vec<AuditRow> = sqlx::query_as(
             "SELECT id, at, actor, actor_source, endpoint, kind, racks, task_ids, target, \
-             request, outcome, message, reason, claimed_actor FROM audit_log \
+             request, outcome, message, reason, claimed_actor, via FROM audit_log \
              WHERE ($1::timestamptz IS NULL OR at >= $1) \
              AND ($2::timestamptz IS NULL OR at < $2) \
              AND ($3::text IS NULL OR actor = $3 OR claimed_actor = $3) \

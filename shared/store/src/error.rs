@@ -29,6 +29,10 @@ pub enum StoreError {
     /// The database failed.
     #[error("database error")]
     Database(#[from] sqlx::Error),
+    /// The batch of power admissions this one was decided in failed (the
+    /// error is shared by every ask of the batch).
+    #[error("power admission batch failed")]
+    Batch(#[source] std::sync::Arc<StoreError>),
     /// A migration failed.
     #[error("migration failed")]
     Migrate(#[from] sqlx::migrate::MigrateError),

@@ -5,6 +5,7 @@
 //! domain types with typed IDs.
 
 pub mod access;
+mod admission;
 pub mod audit;
 mod error;
 pub mod events;
@@ -46,6 +47,9 @@ pub struct Store {
     /// admissions of this store's clones for
     /// [`observed::DRAW_SNAPSHOT_FOR`].
     draws: observed::Draws,
+    /// The power-on asks waiting for their batch, by domains, shared by
+    /// this store's clones (`crate::admission`).
+    batches: admission::Batches,
 }
 
 /// How often a store on several hosts checks its current one.
@@ -129,6 +133,7 @@ impl Store {
             audit: None,
             power_known_for: observed::DEFAULT_KNOWN_FOR,
             draws: observed::Draws::default(),
+            batches: admission::Batches::default(),
         }
     }
 

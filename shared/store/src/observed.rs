@@ -453,20 +453,13 @@ impl DrawSnapshot {
         })
     }
 
-    /// What the domain's components but `except` count for now: the read,
-    /// less `except`'s part, plus the steady draw of every component Flow
-    /// granted a power-on since that the read counted off. Run under the
-    /// domain's lock.
-    pub(crate) async fn draw(
+    /// The components Flow granted a power-on in the domain since the read
+    /// (the grants table, read under the domain's lock).
+    pub(crate) async fn granted_since(
         &self,
         conn: &mut PgConnection,
         domain: &str,
-        except: (&str, &str),
-    ) -> Result<DomainDraw, StoreError> {
-        let mut draw = self.total;
-        if let Some(part) = self.parts.get(&(except.0.to_owned(), except.1.to_owned())) {
-            draw.add(*part, -1);
-        }
+    ) -> Result<std::collections::HashSet<(String, String)>, StoreError> {
         let since: Vec<(String, String)> = sqlx::query_as(
             "SELECT DISTINCT rack, component FROM power_grants WHERE domain = $1 AND id > $2",
         )
@@ -474,17 +467,33 @@ impl DrawSnapshot {
         .bind(self.max_grant_id)
         .fetch_all(&mut *conn)
         .await?;
+        Ok(since.into_iter().collect())
+    }
+
+    /// What the domain's components but `except` count for now: the read,
+    /// less `except`'s part, plus the steady draw of every component of
+    /// `since` (granted a power-on after the read) that the read counted
+    /// off.
+    pub(crate) fn draw(
+        &self,
+        since: &std::collections::HashSet<(String, String)>,
+        except: (&str, &str),
+    ) -> DomainDraw {
+        let mut draw = self.total;
+        if let Some(part) = self.parts.get(&(except.0.to_owned(), except.1.to_owned())) {
+            draw.add(*part, -1);
+        }
         for key in since {
             if (key.0.as_str(), key.1.as_str()) == except {
                 continue;
             }
-            if let Some(part) = self.parts.get(&key)
+            if let Some(part) = self.parts.get(key)
                 && matches!(part.counted, Counted::Off | Counted::Unpowered)
             {
                 draw.known_w += part.steady_w;
             }
         }
-        Ok(draw)
+        draw
     }
 }
 

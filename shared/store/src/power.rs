@@ -47,7 +47,7 @@ pub(crate) use wait_current;
 
 /// How long after its next ask a command held by the shelves-off cap still
 /// counts as waiting (it asks again every `SHELVES_RETRY_MS`).
-const ASK_GRACE_MS: u64 = 2_000;
+pub(crate) const ASK_GRACE_MS: u64 = 2_000;
 
 /// The largest budget accepted, kW (a gigawatt).
 const MAX_BUDGET_KW: f64 = 1_000_000.0;
@@ -72,12 +72,12 @@ fn kilowatts(w: i64) -> f64 {
     kw
 }
 
-fn unsigned(v: i64) -> u64 {
+pub(crate) fn unsigned(v: i64) -> u64 {
     u64::try_from(v).unwrap_or(0)
 }
 
 /// A domain's limits: name, budget W, shelves-off cap, spacing ms.
-type DomainRow = (String, Option<i64>, Option<i32>, Option<i64>);
+pub(crate) type DomainRow = (String, Option<i64>, Option<i32>, Option<i64>);
 
 /// A domain's limits as shown: budget W, shelves-off cap, spacing ms, last
 /// change.
@@ -338,7 +338,6 @@ impl Store {
             asked.inrush,
             false,
             self.power_known_for(),
-            None,
         )
         .await?
         else {
@@ -349,60 +348,6 @@ impl Store {
             asked.command,
             unsigned(read.now_ms),
         )))
-    }
-
-    /// The answer this command was already given, if it holds a grant not
-    /// yet sent whose send-by has not passed: asked again (its answer lost
-    /// to a timeout, its job redelivered), it is told the same rather than
-    /// granted twice — under load a scheduler slower than the worker's
-    /// timeout otherwise piled grant upon grant, pushing every later
-    /// command back until none was sent. Read under no domain lock: a
-    /// grant of this command is only ever added by this command's asks.
-    async fn grant_again(
-        &self,
-        conn: &mut PgConnection,
-        request: &PowerAdmit,
-        asked: &Asked,
-    ) -> Result<Option<Admission>, StoreError> {
-        let spaced: bool = sqlx::query_scalar(
-            "SELECT COALESCE(bool_or(min_spacing_ms IS NOT NULL), false) FROM power_domains \
-             WHERE name = ANY($1)",
-        )
-        .bind(asked.names())
-        .fetch_one(&mut *conn)
-        .await?;
-        let window_ms = if spaced {
-            admission::SPACING_SLACK_MS
-        } else {
-            u64::try_from(SEND_WINDOW.as_millis()).unwrap_or(u64::MAX)
-        };
-        let found: Option<(i64, i64)> = sqlx::query_as(
-            "SELECT (extract(epoch FROM min(starts_at)) * 1000)::bigint, \
-                    (extract(epoch FROM clock_timestamp()) * 1000)::bigint \
-             FROM power_grants WHERE task_id = $1 AND rack = $2 AND component = $3 \
-               AND sent_at IS NULL \
-               AND starts_at + make_interval(secs => $4::float8 / 1000) >= clock_timestamp() \
-             HAVING count(*) > 0",
-        )
-        .bind(request.task.as_uuid())
-        .bind(&request.rack)
-        .bind(&request.component)
-        .bind(window_ms as f64)
-        .fetch_optional(&mut *conn)
-        .await?;
-        let Some((starts, _now)) = found else {
-            return Ok(None);
-        };
-        let starts = unsigned(starts);
-        tracing::debug!(
-            starts_ms = starts,
-            "asked again: the grant it holds, answered again"
-        );
-        Ok(Some(Admission::Reserved {
-            at_ms: starts,
-            send_by_ms: starts + window_ms,
-            reason: "the power-on slot this command already holds".to_owned(),
-        }))
     }
 
     /// Decides when a power command may go — now, at a reserved time, or
@@ -428,52 +373,20 @@ impl Store {
             }])
             .await?;
         }
-        let (inrush, command, excess_w, hold_ms) =
-            (asked.inrush, asked.command, asked.excess_w, asked.hold_ms);
-        let window_ms = u64::try_from(SEND_WINDOW.as_millis()).unwrap_or(u64::MAX);
-        // Each budgeted domain's draw as read at most a moment ago, read
-        // again outside the locks when older (`crate::observed::Draws`).
-        let draws = if inrush {
-            let budgeted: Vec<String> = sqlx::query_scalar(
-                "SELECT name FROM power_domains WHERE name = ANY($1) AND budget_w IS NOT NULL",
-            )
-            .bind(asked.names())
-            .fetch_all(self.pool())
-            .await?;
-            let budgeted: Vec<&str> = budgeted.iter().map(String::as_str).collect();
-            Some(
-                self.draws
-                    .fresh(self.pool(), &budgeted, self.power_known_for())
-                    .await?,
-            )
-        } else {
-            None
-        };
+        if asked.inrush {
+            return self.admit_inrush(request, asked).await;
+        }
+        self.admit_shelf_off(request, &asked).await
+    }
+
+    /// Decides a power shelf's power-off against the shelves-off caps of its
+    /// domains, and counts the shelf off when it may go.
+    async fn admit_shelf_off(
+        &self,
+        request: &PowerAdmit,
+        asked: &Asked,
+    ) -> Result<Admission, StoreError> {
         let mut tx = self.pool().begin().await?;
-        if let Some(start) = request.replaces_ms {
-            // The worker came after this command's reservation's send-by and
-            // sent nothing under it: release it rather than count it beside
-            // the grant this ask may get (a late worker would otherwise hold
-            // two, pushing every later reservation back).
-            let released = sqlx::query(
-                "DELETE FROM power_grants WHERE task_id = $1 AND rack = $2 AND component = $3 \
-                   AND sent_at IS NULL \
-                   AND starts_at BETWEEN to_timestamp(($4::float8 - 1) / 1000) \
-                                     AND to_timestamp(($4::float8 + 1) / 1000)",
-            )
-            .bind(request.task.as_uuid())
-            .bind(&request.rack)
-            .bind(&request.component)
-            .bind(start as f64)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-            tracing::debug!(released, "a lapsed power reservation released");
-        }
-        if inrush && let Some(again) = self.grant_again(&mut tx, request, &asked).await? {
-            tx.commit().await?;
-            return Ok(again);
-        }
         let Some(Read {
             rows,
             states,
@@ -482,22 +395,16 @@ impl Store {
             &mut tx,
             &asked.names(),
             request,
-            inrush,
+            false,
             true,
             self.power_known_for(),
-            draws.as_ref(),
         )
         .await?
         else {
             tx.commit().await?;
             return Ok(Admission::Granted);
         };
-        let now = unsigned(now_ms);
-        // A spaced domain's command must go within the slack of its slot,
-        // else ask again; others within the send window.
-        let send_within = inrush.then(|| admission::send_within_ms(&states)).flatten();
-        let send_by = |at_ms: u64| at_ms + send_within.unwrap_or(window_ms);
-        let decision = match admission::decide(&states, command, now) {
+        let decision = match admission::decide(&states, asked.command, unsigned(now_ms)) {
             Decision::Refuse { reason } => Admission::Refused { reason },
             Decision::Wait {
                 until_ms,
@@ -507,52 +414,12 @@ impl Store {
                 record_wait(&mut tx, request, &domain, until_ms + ASK_GRACE_MS, &reason).await?;
                 Admission::Wait { until_ms, reason }
             }
-            Decision::Admit => {
-                let share = Share {
-                    excess_w,
-                    starts_ms: now,
-                    hold_ms,
-                    settle_ms: asked.settle_ms,
-                };
-                grant(&mut tx, request, &rows, inrush, share).await?;
-                if inrush {
-                    // Its slot is now: go at once, but not late — an answer
-                    // that reached a busy worker after its send window
-                    // (the grant no longer covers it) must not be sent.
-                    let within = send_within.unwrap_or(window_ms);
-                    Admission::Reserved {
-                        at_ms: now,
-                        send_by_ms: send_by(now),
-                        reason: format!(
-                            "power-on slot now: sent within {within} ms or asked again"
-                        ),
-                    }
-                } else {
-                    Admission::Granted
-                }
-            }
-            Decision::Reserve {
-                at_ms,
-                reason,
-                domain,
-            } => {
-                let share = Share {
-                    excess_w,
-                    starts_ms: at_ms,
-                    hold_ms,
-                    settle_ms: asked.settle_ms,
-                };
-                grant(&mut tx, request, &rows, inrush, share).await?;
-                record_wait(&mut tx, request, &domain, at_ms, &reason).await?;
-                Admission::Reserved {
-                    at_ms,
-                    send_by_ms: send_by(at_ms),
-                    reason,
-                }
+            Decision::Admit | Decision::Reserve { .. } => {
+                count_shelf_off(&mut tx, request, &rows).await?;
+                Admission::Granted
             }
         };
-        let sent_now = matches!(decision, Admission::Reserved { at_ms, .. } if at_ms == now);
-        if sent_now || matches!(decision, Admission::Granted | Admission::Refused { .. }) {
+        if !matches!(decision, Admission::Wait { .. }) {
             sqlx::query(
                 "DELETE FROM power_waits WHERE task_id = $1 AND rack = $2 AND component = $3",
             )
@@ -564,31 +431,29 @@ impl Store {
         }
         tx.commit().await?;
         match &decision {
-            Admission::Granted => tracing::debug!("power command admitted"),
-            Admission::Reserved { at_ms, reason, .. } => {
-                tracing::debug!(%reason, wait_ms = at_ms.saturating_sub(now), "power command reserved");
-            }
-            Admission::Wait { reason, .. } => tracing::debug!(%reason, "power command waits"),
-            Admission::Refused { reason } => tracing::warn!(%reason, "power command refused"),
+            Admission::Wait { reason, .. } => tracing::debug!(%reason, "power shelf off waits"),
+            Admission::Refused { reason } => tracing::warn!(%reason, "power shelf off refused"),
+            _ => tracing::debug!("power shelf off admitted"),
         }
         Ok(decision)
     }
 }
 
 /// What a command asks of admission.
-struct Asked {
+#[derive(Debug, Clone)]
+pub(crate) struct Asked {
     /// Its domains, by name, sorted.
-    names: Vec<String>,
+    pub(crate) names: Vec<String>,
     /// A power-on or reset (else a shelf's power-off).
     inrush: bool,
     /// The command decided.
-    command: Command,
+    pub(crate) command: Command,
     /// Inrush − steady, W.
-    excess_w: i64,
+    pub(crate) excess_w: i64,
     /// How long a grant holds it until reported sent, ms.
-    hold_ms: u64,
+    pub(crate) hold_ms: u64,
     /// How long its inrush lasts once sent, ms.
-    settle_ms: i64,
+    pub(crate) settle_ms: i64,
 }
 
 impl Asked {
@@ -596,9 +461,6 @@ impl Asked {
         self.names.iter().map(String::as_str).collect()
     }
 }
-
-/// Each budgeted domain's draw snapshot, by name.
-type Snapshots = std::collections::HashMap<String, std::sync::Arc<crate::observed::DrawSnapshot>>;
 
 /// What admission reads of a command's domains.
 struct Read {
@@ -610,7 +472,6 @@ struct Read {
 /// Reads the state of the domains `names` (row-locked in name order when
 /// `lock`) for `request`: steady draw and grants for an inrush, shelves
 /// off for a shelf's power-off. `None` when none of them exists.
-#[allow(clippy::too_many_arguments)]
 async fn read_domains(
     conn: &mut PgConnection,
     names: &[&str],
@@ -618,7 +479,6 @@ async fn read_domains(
     inrush: bool,
     lock: bool,
     known_for: Duration,
-    draws: Option<&Snapshots>,
 ) -> Result<Option<Read>, StoreError> {
     let sql = if lock {
         "SELECT name, budget_w, max_shelves_off, min_spacing_ms FROM power_domains \
@@ -656,12 +516,8 @@ async fn read_domains(
         if inrush && (budget_w.is_some() || spacing.is_some()) {
             if budget_w.is_some() {
                 let except = (request.rack.as_str(), request.component.as_str());
-                let draw = match draws.and_then(|d| d.get(name.as_str())) {
-                    Some(snapshot) => snapshot.draw(&mut *conn, name, except).await?,
-                    None => {
-                        crate::observed::domain_draw(&mut *conn, name, except, known_for).await?
-                    }
-                };
+                let draw =
+                    crate::observed::domain_draw(&mut *conn, name, except, known_for).await?;
                 state.known_w = draw.known_w;
                 state.measured_excess_w = draw.measured_excess_w;
                 state.unknown_w = draw.unknown_w;
@@ -693,7 +549,7 @@ async fn read_domains(
 
 /// A domain's grants that count for a command asked now: those not yet
 /// expired, and those started within the domain's spacing.
-async fn live_grants(
+pub(crate) async fn live_grants(
     conn: &mut PgConnection,
     domain: &str,
     spacing_ms: i64,
@@ -744,109 +600,24 @@ async fn record_wait(
     Ok(())
 }
 
-/// A grant's share of its domains.
-struct Share {
-    /// Inrush − steady, W.
-    excess_w: i64,
-    /// When it may be sent (epoch ms).
-    starts_ms: u64,
-    /// How long it holds until reported sent, ms.
-    hold_ms: u64,
-    /// How long its inrush lasts once sent, ms.
-    settle_ms: i64,
-}
-
-/// Records a grant starting at `share.starts_ms`: the inrush share in every
-/// budgeted or spaced domain until it is reported sent (at most its hold),
-/// the last moment its command may be sent on its component, and the
-/// shelf's count.
-async fn grant(
+/// Counts a power shelf off in each of its domains (until a power-on of it
+/// is granted, `crate::admission`).
+async fn count_shelf_off(
     conn: &mut PgConnection,
     request: &PowerAdmit,
     rows: &[DomainRow],
-    inrush: bool,
-    share: Share,
 ) -> Result<(), StoreError> {
-    let Share {
-        excess_w,
-        starts_ms,
-        hold_ms,
-        settle_ms,
-    } = share;
     let names: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
-    if inrush {
-        let counted: Vec<&str> = rows
-            .iter()
-            .filter(|r| r.1.is_some() || r.3.is_some())
-            .map(|r| r.0.as_str())
-            .collect();
-        if !counted.is_empty() {
-            sqlx::query(
-                "INSERT INTO power_grants \
-                   (domain, rack, component, task_id, excess_w, starts_at, expires_at, settle_ms) \
-                 SELECT d, $2, $3, $4, $5, to_timestamp($6::float8 / 1000), \
-                        to_timestamp(($6::float8 + $7::float8) / 1000), $8 \
-                 FROM unnest($1::text[]) AS d",
-            )
-            .bind(&counted)
-            .bind(&request.rack)
-            .bind(&request.component)
-            .bind(request.task.as_uuid())
-            .bind(excess_w.max(0))
-            .bind(starts_ms as f64)
-            .bind(hold_ms as f64)
-            .bind(i32::try_from(settle_ms).unwrap_or(i32::MAX))
-            .execute(&mut *conn)
-            .await?;
-        }
-        // Until its send could no longer come, a read of the component
-        // says nothing of this power-on.
-        let window_ms = SEND_WINDOW.as_millis() as f64;
-        sqlx::query(
-            "INSERT INTO component_power (rack, component, power, reachable, source, observed_at, \
-               commanded_until) \
-             VALUES ($1, $2, 'unknown', false, 'command', to_timestamp(0), \
-               to_timestamp(($3::float8 + $4::float8) / 1000)) \
-             ON CONFLICT (rack, component) DO UPDATE SET commanded_until = \
-               greatest(component_power.commanded_until, EXCLUDED.commanded_until)",
-        )
-        .bind(&request.rack)
-        .bind(&request.component)
-        .bind(starts_ms as f64)
-        .bind(window_ms)
-        .execute(&mut *conn)
-        .await?;
-        if request.component_type == ComponentType::PowerShelf {
-            sqlx::query("DELETE FROM power_shelves_off WHERE rack = $1 AND component = $2")
-                .bind(&request.rack)
-                .bind(&request.component)
-                .execute(&mut *conn)
-                .await?;
-        }
-        // Grants past their expiry and their domain's spacing are history:
-        // keep the table small.
-        sqlx::query(
-            "DELETE FROM power_grants g USING power_domains d \
-             WHERE g.domain = d.name AND d.name = ANY($1) \
-               AND g.expires_at < clock_timestamp() - interval '1 minute' \
-               AND g.starts_at < clock_timestamp() \
-                   - make_interval(secs => COALESCE(d.min_spacing_ms, 0) / 1000.0)",
-        )
-        .bind(&names)
-        .execute(&mut *conn)
-        .await?;
-    } else {
-        sqlx::query(
-            "INSERT INTO power_shelves_off (domain, rack, component, task_id) \
-             SELECT d, $2, $3, $4 FROM unnest($1::text[]) AS d ON CONFLICT DO NOTHING",
-        )
-        .bind(&names)
-        .bind(&request.rack)
-        .bind(&request.component)
-        .bind(request.task.as_uuid())
-        .execute(&mut *conn)
-        .await?;
-    }
+    sqlx::query(
+        "INSERT INTO power_shelves_off (domain, rack, component, task_id) \
+         SELECT d, $2, $3, $4 FROM unnest($1::text[]) AS d ON CONFLICT DO NOTHING",
+    )
+    .bind(&names)
+    .bind(&request.rack)
+    .bind(&request.component)
+    .bind(request.task.as_uuid())
+    .execute(&mut *conn)
+    .await?;
     Ok(())
 }
 

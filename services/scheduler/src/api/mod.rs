@@ -53,6 +53,7 @@ impl ApiService {
         store: Store,
         tasks: TaskService,
         identity: IdentityMode,
+        intermediaries: Vec<String>,
     ) -> Result<ApiService, async_nats::Error> {
         let service = client
             .service_builder()
@@ -71,15 +72,17 @@ impl ApiService {
         }
         let store = Arc::new(store);
         let tasks = Arc::new(tasks);
+        let intermediaries: Arc<[String]> = intermediaries.into();
         let task = tokio::spawn(async move {
             futures::stream::select_all(endpoints)
                 .for_each_concurrent(MAX_CONCURRENT_REQUESTS, |(name, request)| {
                     let store = Arc::clone(&store);
                     let tasks = Arc::clone(&tasks);
+                    let intermediaries = Arc::clone(&intermediaries);
                     let max_payload = client.max_payload();
                     async move {
                         let headers = request.message.headers.as_ref();
-                        let actor = identify(identity, name, headers);
+                        let actor = identify(identity, &intermediaries, name, headers);
                         let reply = handle(
                             &store,
                             &tasks,
@@ -138,6 +141,7 @@ fn fit_reply(name: &str, reply: Vec<u8>, max_payload: usize) -> Vec<u8> {
 /// (`crate::identity::resolve`).
 fn identify(
     identity: IdentityMode,
+    intermediaries: &[String],
     name: &str,
     headers: Option<&async_nats::HeaderMap>,
 ) -> Result<Actor, Refusal> {
@@ -152,15 +156,17 @@ fn identify(
         .and_then(|h| h.get(ACTOR_HEADER))
         .map(|v| v.as_str());
     let kind = endpoint::kind(name).unwrap_or(EndpointKind::Read);
-    crate::identity::resolve(identity, name, kind, pairs, claim).inspect_err(|refusal| {
-        tracing::warn!(
-            endpoint = name,
-            actor = %refusal.actor.name,
-            code = refusal.error.code.as_str(),
-            message = %refusal.error.message,
-            "request refused: who sent it"
-        );
-    })
+    crate::identity::resolve(identity, intermediaries, name, kind, pairs, claim).inspect_err(
+        |refusal| {
+            tracing::warn!(
+                endpoint = name,
+                actor = %refusal.actor.name,
+                code = refusal.error.code.as_str(),
+                message = %refusal.error.message,
+                "request refused: who sent it"
+            );
+        },
+    )
 }
 
 /// Answers one request from `actor` (or refuses it, unidentified, or as
@@ -184,12 +190,11 @@ pub async fn handle(
                 .err();
             (refused, actor)
         }
-        Err(Refusal { error, actor }) => (Some(error), actor),
+        Err(Refusal { error, actor }) => (Some(error), *actor),
     };
     // Its submissions are checked against the caller's scope too (racks a
     // label or component selects).
-    let caller = (identity == IdentityMode::Verified
-        && actor.source == flow_protocol::audit::ActorSource::Verified)
+    let caller = (identity == IdentityMode::Verified && crate::access::is_checked(&actor))
         .then(|| actor.name.clone());
     let tasks = &tasks.with_caller(caller);
     tracing::Span::current().record("actor", actor.name.as_str());

@@ -889,6 +889,7 @@ fn audit_record(outcome: AuditOutcome) -> AuditRecord {
             ActorSource::Development
         },
         claimed_actor: (outcome == AuditOutcome::Ok).then(|| "alice".into()),
+        via: None,
         endpoint: "task.submit".into(),
         kind: flow_protocol::audit::EndpointKind::Change,
         racks: vec!["rack-01".into()],
