@@ -78,6 +78,46 @@ pub enum Command {
     /// role over racks by name, by label, or all.
     #[command(subcommand)]
     Access(AccessCommand),
+    /// Firmware bundles: named, versioned sets of images with sha256
+    /// digests, immutable once published.
+    #[command(subcommand)]
+    Bundle(BundleCommand),
+}
+
+/// `flow bundle …`.
+#[derive(Debug, Subcommand)]
+pub enum BundleCommand {
+    /// Publish a bundle from a YAML or JSON file: `name`, `version`,
+    /// `models`, and `images` (each `component_type`, `sub_target`,
+    /// `version`, `url`, `digest: sha256:…`, `size`). The same contents
+    /// again are the same bundle; other contents are refused.
+    Publish {
+        /// The bundle file.
+        file: std::path::PathBuf,
+    },
+    /// The catalog, by name then newest first.
+    List {
+        /// Only bundles of this name.
+        #[arg(long)]
+        name: Option<String>,
+        /// Retired bundles too.
+        #[arg(long)]
+        retired: bool,
+    },
+    /// One bundle and its images.
+    Show {
+        /// Its name.
+        name: String,
+        /// Its version.
+        version: String,
+    },
+    /// Retire a bundle: kept, no longer listed by default.
+    Retire {
+        /// Its name.
+        name: String,
+        /// Its version.
+        version: String,
+    },
 }
 
 /// `flow access …`.

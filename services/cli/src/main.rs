@@ -7,6 +7,7 @@ mod access;
 mod args;
 mod audit;
 mod bmc;
+mod bundle;
 mod event;
 mod input;
 mod out;
@@ -91,6 +92,7 @@ async fn main() -> ExitCode {
         Command::PowerModel(c) => power::model(s, out, c).await,
         Command::Audit(a) => audit::audit(s, out, a).await,
         Command::Access(c) => access::access(s, out, c).await,
+        Command::Bundle(c) => bundle::bundle(s, out, c).await,
     };
     ExitCode::from(outcome as u8)
 }

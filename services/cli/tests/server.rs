@@ -1002,3 +1002,121 @@ async fn flow_audit_shows_who_changed_what_and_overrides_need_a_reason() {
     assert!(stderr(&out).contains("--since"), "{}", stderr(&out));
     env.stop().await;
 }
+
+/// A bundle file of two images; the switch tray's NVOS digest given.
+fn bundle_yaml(nvos_digest: &str) -> String {
+    format!(
+        r#"name: gb200-fw
+version: "2026.11"
+models: [gb200-nvl72]
+images:
+  - component_type: nvswitch
+    sub_target: nvos
+    version: "2.1"
+    url: http://fw.example/nvos-2.1.bin
+    digest: {nvos_digest}
+    size: 2097152
+  - component_type: compute
+    version: "1.4.0"
+    url: http://fw.example/compute-1.4.0.bin
+    digest: sha256:{compute}
+    size: 1048576
+"#,
+        compute = "a".repeat(64)
+    )
+}
+
+fn write_temp(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("flow-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("written");
+    path
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn firmware_bundles_are_published_once_never_changed_listed_shown_and_retired() {
+    let env = Env::new().await;
+    let nvos = format!("sha256:{}", "b".repeat(64));
+    let file = write_temp("bundle.yaml", &bundle_yaml(&nvos));
+    let path = file.to_str().unwrap();
+    let text = env.ok(&["bundle", "publish", path]).await;
+    assert!(text.starts_with("published gb200-fw 2026.11"), "{text}");
+    assert!(text.contains(&nvos), "{text}");
+    // The same contents again: the same bundle, not a second one.
+    env.ok(&["bundle", "publish", path]).await;
+    let list = env.json(&["bundle", "list"]).await;
+    let bundles = list["bundles"].as_array().unwrap();
+    assert_eq!(bundles.len(), 1, "{list}");
+    // Images in their canonical order: compute, then the switch's NVOS.
+    assert_eq!(
+        bundles[0]["images"][0]["component_type"], "Compute",
+        "{list}"
+    );
+    assert_eq!(bundles[0]["images"][1]["sub_target"], "nvos", "{list}");
+
+    // Other contents under the same version: refused, naming the image.
+    let changed = format!("sha256:{}", "c".repeat(64));
+    let other = write_temp("bundle-changed.yaml", &bundle_yaml(&changed));
+    let out = env
+        .flow(&["bundle", "publish", other.to_str().unwrap()])
+        .await;
+    assert_ne!(out.status.code(), Some(0));
+    let err = stderr(&out);
+    assert!(
+        err.contains("gb200-fw 2026.11 is already published with other contents")
+            && err.contains(&format!(
+                "NVSwitch/nvos: digest {nvos} published, {changed} now"
+            )),
+        "{err}"
+    );
+    let shown = env.json(&["bundle", "show", "gb200-fw", "2026.11"]).await;
+    assert_eq!(
+        shown["images"][1]["digest"],
+        nvos.as_str(),
+        "unchanged: {shown}"
+    );
+
+    // A digest that is not sha256 is refused before anything is kept.
+    let bad = write_temp(
+        "bundle-bad.yaml",
+        &bundle_yaml("sha256:xyz").replace("2026.11", "2026.12"),
+    );
+    let out = env
+        .flow(&["bundle", "publish", bad.to_str().unwrap()])
+        .await;
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("images[0] (NVSwitch/nvos).digest: \"sha256:xyz\" is not sha256:"),
+        "{}",
+        stderr(&out)
+    );
+    let out = env.flow(&["bundle", "show", "gb200-fw", "2026.12"]).await;
+    assert_ne!(out.status.code(), Some(0), "nothing was kept");
+
+    // Retired: gone from the list, kept with --retired.
+    let text = env.ok(&["bundle", "retire", "gb200-fw", "2026.11"]).await;
+    assert!(text.contains("retired gb200-fw 2026.11"), "{text}");
+    let list = env.json(&["bundle", "list"]).await;
+    assert_eq!(list["bundles"].as_array().map(Vec::len), Some(0), "{list}");
+    let list = env.json(&["bundle", "list", "--retired"]).await;
+    assert!(list["bundles"][0]["retired_at"].is_string(), "{list}");
+
+    // Every publish is audited, the refusals too.
+    let audit = env
+        .json(&["audit", "--endpoint", "firmware_bundle.publish"])
+        .await;
+    let outcomes: Vec<&str> = audit["records"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["outcome"].as_str().unwrap())
+        .collect();
+    assert_eq!(outcomes.len(), 4, "{audit}");
+    assert_eq!(
+        outcomes.iter().filter(|o| **o == "ok").count(),
+        2,
+        "{audit}"
+    );
+    env.stop().await;
+}

@@ -590,6 +590,32 @@ fn endpoint_cases() -> Vec<Case> {
             ("racks", json!("rack-01")),
             Some("endpoint"),
         ),
+        (
+            endpoint::FirmwareBundlePublish::NAME,
+            json!({"name": "gb200-fw", "version": "2026.11", "images": [
+                {"component_type": "compute", "version": "1.4", "url": "http://fw.example/c.bin",
+                 "digest": format!("sha256:{}", "a".repeat(64)), "size": 1024}]}),
+            ("images", json!("compute.bin")),
+            Some("images"),
+        ),
+        (
+            endpoint::FirmwareBundleGet::NAME,
+            json!({"name": "gb200-fw", "version": "2026.11"}),
+            ("version", json!(2026.11)),
+            Some("version"),
+        ),
+        (
+            endpoint::FirmwareBundleList::NAME,
+            json!({"name": "gb200-fw"}),
+            ("retired", json!("yes")),
+            None,
+        ),
+        (
+            endpoint::FirmwareBundleRetire::NAME,
+            json!({"name": "gb200-fw", "version": "2026.11"}),
+            ("name", json!(["gb200-fw"])),
+            Some("name"),
+        ),
     ]
 }
 

@@ -227,6 +227,14 @@ pub mod endpoint {
         AccessList = "access.list" (Read): crate::access::AccessList => crate::access::AccessListReply;
         /// Would the policy let a user call an endpoint on these racks, and by which grant (or why not)?
         AccessCheck = "access.check" (Read): crate::access::AccessCheck => crate::access::AccessCheckReply;
+        /// Publish a firmware bundle: images with sha256 digests, immutable once published (the same contents again answer the same bundle; other contents are refused naming the image).
+        FirmwareBundlePublish = "firmware_bundle.publish" (Change): crate::firmware::BundlePublish => crate::firmware::BundleRecord;
+        /// One firmware bundle.
+        FirmwareBundleGet = "firmware_bundle.get" (Read): crate::firmware::BundleRef => crate::firmware::BundleRecord;
+        /// The firmware bundle catalog.
+        FirmwareBundleList = "firmware_bundle.list" (Read): crate::firmware::BundleList => crate::firmware::BundleListReply;
+        /// Retire a firmware bundle: kept, no longer listed by default.
+        FirmwareBundleRetire = "firmware_bundle.retire" (Change): crate::firmware::BundleRef => crate::firmware::BundleRecord;
     }
 }
 

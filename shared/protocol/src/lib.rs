@@ -10,6 +10,7 @@ pub mod contract;
 pub mod decode;
 pub mod envelope;
 pub mod event;
+pub mod firmware;
 pub mod ids;
 pub mod jobs;
 pub mod labels;

@@ -9,6 +9,7 @@ mod admission;
 pub mod audit;
 mod error;
 pub mod events;
+pub mod firmware;
 pub mod hosts;
 pub mod observed;
 pub mod power;

@@ -10,6 +10,7 @@
 mod access;
 mod audit;
 mod events;
+mod firmware;
 mod power;
 mod racks;
 mod rules;

@@ -145,6 +145,10 @@ pub static ROUTES: &[Route] = &[
     route::<ep::AccessRevoke>(),
     route::<ep::AccessList>(),
     route::<ep::AccessCheck>(),
+    route::<ep::FirmwareBundlePublish>(),
+    route::<ep::FirmwareBundleGet>(),
+    route::<ep::FirmwareBundleList>(),
+    route::<ep::FirmwareBundleRetire>(),
 ];
 
 /// The adapter of the endpoint named `name`, if there is one.

@@ -11,6 +11,9 @@ use flow_protocol::api::endpoint::{self as ep};
 use flow_protocol::api::*;
 use flow_protocol::audit::{ActorSource, AuditList, AuditListReply, AuditOutcome, AuditRecord};
 use flow_protocol::event::*;
+use flow_protocol::firmware::{
+    BundleImage, BundleList, BundleListReply, BundlePublish, BundleRecord, BundleRef,
+};
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{ActionCalls, ComponentResult, FirmwareImage, SubTarget};
 use flow_protocol::power::*;
@@ -1649,6 +1652,66 @@ pub fn catalog() -> Catalog {
             },
         ],
     );
+    let image = |t: ComponentType, sub: Option<SubTarget>, c: char| BundleImage {
+        component_type: t,
+        sub_target: sub,
+        version: "2.1".into(),
+        url: "http://fw.example/image.bin".into(),
+        digest: format!("sha256:{}", c.to_string().repeat(64)),
+        size: 2_097_152,
+    };
+    let images = vec![
+        image(ComponentType::Compute, None, 'a'),
+        image(ComponentType::NVSwitch, Some(SubTarget::Nvos), 'b'),
+    ];
+    let bundle = |retired: bool| BundleRecord {
+        name: "gb200-fw".into(),
+        version: "2026.11".into(),
+        models: if retired {
+            Vec::new()
+        } else {
+            vec!["gb200-nvl72".into()]
+        },
+        images: images.clone(),
+        published_by: "OPS/alice".into(),
+        published_at: T0,
+        retired_at: retired.then_some(T0),
+    };
+    let bundle_ref = BundleRef {
+        name: "gb200-fw".into(),
+        version: "2026.11".into(),
+    };
+    c.add::<ep::FirmwareBundlePublish>(
+        vec![
+            BundlePublish {
+                name: "gb200-fw".into(),
+                version: "2026.11".into(),
+                models: vec!["gb200-nvl72".into()],
+                images: images.clone(),
+            },
+            BundlePublish {
+                name: "gb200-fw".into(),
+                version: "2026.12".into(),
+                models: Vec::new(),
+                images: vec![image(ComponentType::PowerShelf, Some(SubTarget::Psu), 'c')],
+            },
+        ],
+        vec![bundle(false)],
+    );
+    c.add::<ep::FirmwareBundleGet>(vec![bundle_ref.clone()], vec![bundle(false), bundle(true)]);
+    c.add::<ep::FirmwareBundleList>(
+        vec![
+            BundleList::default(),
+            BundleList {
+                name: Some("gb200-fw".into()),
+                retired: true,
+            },
+        ],
+        vec![BundleListReply {
+            bundles: vec![bundle(false), bundle(true)],
+        }],
+    );
+    c.add::<ep::FirmwareBundleRetire>(vec![bundle_ref], vec![bundle(true)]);
     c
 }
 
