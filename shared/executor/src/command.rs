@@ -33,7 +33,7 @@ use flow_rules::{Action, PowerOperation};
 
 use crate::StepJob;
 use crate::checkpoint::{Command, CommandRecord, ComponentState, Delivery};
-use crate::clock::after;
+use crate::clock::{Clock, after};
 use crate::executor::{Call, CallError, call_timeout, power_operation, retry, timed};
 use crate::gate::{GateRequest, PowerGate};
 use crate::observe::Seen;
@@ -59,6 +59,12 @@ enum Held {
     /// asking again. The third is the reservation's start as admission
     /// recorded it (the first is never before the worker's now).
     Reserved(u64, u64, u64, String),
+    /// The slot is now (its start has come by the time the answer
+    /// arrived): go in this pass, by the first time (its send-by); the
+    /// second is the slot's start. Sent later than its send-by it would
+    /// land outside what its grant counted, so the send checks it again
+    /// (`crate::executor`).
+    Now(u64, u64),
     /// It never can, as its domain stands.
     Refused(String),
 }
@@ -67,7 +73,7 @@ impl Held {
     fn reason(&self) -> Option<String> {
         match self {
             Held::Until(_, reason) | Held::Reserved(_, _, _, reason) => Some(reason.clone()),
-            Held::Refused(_) => None,
+            Held::Refused(_) | Held::Now(..) => None,
         }
     }
 }
@@ -84,6 +90,7 @@ async fn admit(
     replaces_ms: Option<u64>,
     limit: Duration,
     now: u64,
+    clock: &dyn Clock,
 ) -> Option<Held> {
     if job.power_domains.is_empty() || !gated(target.component_type, op) {
         return None;
@@ -103,7 +110,12 @@ async fn admit(
             send_by_ms,
             reason,
         })) if send_by_ms >= at_ms => {
-            Some(Held::Reserved(at_ms.max(now), send_by_ms, at_ms, reason))
+            let answered = clock.now_ms();
+            if at_ms <= answered && answered <= send_by_ms {
+                Some(Held::Now(send_by_ms, at_ms))
+            } else {
+                Some(Held::Reserved(at_ms.max(now), send_by_ms, at_ms, reason))
+            }
         }
         Ok(Ok(Admission::Reserved { at_ms, reason, .. }))
         | Ok(Ok(Admission::Wait {
@@ -181,6 +193,7 @@ pub(crate) async fn decide(
     state: &mut ComponentState,
     now: u64,
     started: u64,
+    clock: &dyn Clock,
 ) -> Decided {
     match action {
         Action::PowerControl { operation, .. } => {
@@ -188,7 +201,10 @@ pub(crate) async fn decide(
                 Ok(op) => op,
                 Err(e) => return Decided::new(Call::Fail(e.record()), 0),
             };
-            decide_power(job, action, manager, gate, target, state, op, now, started).await
+            decide_power(
+                job, action, manager, gate, target, state, op, now, started, clock,
+            )
+            .await
         }
         Action::FirmwareControl { .. } => {
             let Some(request) = firmware_request(job) else {
@@ -239,6 +255,7 @@ async fn decide_power(
     op: PowerOperation,
     now: u64,
     started: u64,
+    clock: &dyn Clock,
 ) -> Decided {
     let limit = call_timeout(job, action);
     let policy = job.step.retry_policy();
@@ -252,7 +269,10 @@ async fn decide_power(
     let reserved_at = state.reserved_at_ms.take();
     let replaces_ms = match state.send_by_ms.take() {
         Some(by) if now <= by => {
+            // Kept until sent: the send checks it again.
             state.held = None;
+            state.send_by_ms = Some(by);
+            state.reserved_at_ms = reserved_at;
             return Decided::new(Call::Send(Command::Power(op)), 0);
         }
         Some(_) => reserved_at,
@@ -307,9 +327,14 @@ async fn decide_power(
             }
         }
     }
-    if let Some(held) = admit(job, gate, target, op, read, replaces_ms, limit, now).await {
+    if let Some(held) = admit(job, gate, target, op, read, replaces_ms, limit, now, clock).await {
         state.held = held.reason();
         let call = match held {
+            Held::Now(by, start) => {
+                state.send_by_ms = Some(by);
+                state.reserved_at_ms = Some(start);
+                Call::Send(Command::Power(op))
+            }
             Held::Until(at, _) => Call::Held(at),
             Held::Reserved(at, by, start, _) => {
                 state.send_by_ms = Some(by);

@@ -470,7 +470,7 @@ async fn per_component(
                 async move {
                     let mut state = state;
                     let decided =
-                        one_call(job, action, manager, fx.gate, c, &mut state, now, started).await;
+                        one_call(job, action, manager, fx, c, &mut state, now, started).await;
                     (*c, state, decided)
                 }
             });
@@ -593,8 +593,37 @@ async fn send_recorded(
         }
         return;
     }
+    // A power-on sent after its slot's send-by would land outside what its
+    // grant counted: one the record keeping made late is not sent but asks
+    // again (naming the slot it lapsed, so admission releases it). Its
+    // record goes back to before the command; the kept copy says
+    // "unconfirmed" until the next save, which a redelivery treats as
+    // possibly sent — a repeat power-on is harmless.
+    let at_send = fx.clock.now_ms();
+    let (late, sends): (Vec<_>, Vec<_>) = sends.into_iter().partition(|(_, state, command)| {
+        matches!(command, Command::Power(_)) && state.send_by_ms.is_some_and(|by| at_send > by)
+    });
+    for (target, mut state, command) in late {
+        tracing::debug!(component = %target.name, late_ms = at_send.saturating_sub(state.send_by_ms.unwrap_or(at_send)), "a power slot passed before its command could be sent; asking again");
+        state.held = Some(format!(
+            "the power-on slot passed before {command} could be sent; asking again"
+        ));
+        apply(
+            cp,
+            label,
+            &target.name,
+            state,
+            Call::Again(at_send),
+            0,
+            now,
+            0,
+        );
+    }
     let answers = futures::future::join_all(sends.into_iter().map(|(target, state, command)| {
         let mut state = cp.components.get(&target.name).cloned().unwrap_or(state);
+        // Sent now: the slot it was admitted under is spent.
+        state.send_by_ms = None;
+        state.reserved_at_ms = None;
         async move {
             let decided =
                 command::send(job, action, manager, target, &mut state, command, now).await;
@@ -844,7 +873,7 @@ async fn one_call(
     job: &StepJob,
     action: &Action,
     manager: &dyn ComponentManager,
-    gate: &dyn PowerGate,
+    fx: &Effects<'_>,
     target: &ComponentTarget,
     state: &mut ComponentState,
     now: u64,
@@ -856,7 +885,10 @@ async fn one_call(
         _ => false,
     };
     if is_command {
-        return command::decide(job, action, manager, gate, target, state, now, started).await;
+        return command::decide(
+            job, action, manager, fx.gate, target, state, now, started, fx.clock,
+        )
+        .await;
     }
     let (call, seen) = read_call(job, action, manager, target, state, now, started).await;
     Decided::new(call, 1).with_seen(seen)
