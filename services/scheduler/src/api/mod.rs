@@ -39,11 +39,21 @@ use crate::service::TaskService;
 /// queued requests).
 pub const MAX_CONCURRENT_REQUESTS: usize = 32;
 
+/// Workers' power admission requests handled at once per scheduler, apart
+/// from the rest: an ask mostly waits for its batch
+/// (`shared/store/src/admission.rs`), holding no connection meanwhile, and
+/// a batch can only take the asks being handled. Capped by the generic
+/// limit above, a site's tray stage queued asks in the subscription for
+/// longer than the workers wait (measured: 56,558 asks for ~4,500 trays,
+/// 245 ms each in batches of at most 32, none sent).
+pub const MAX_CONCURRENT_ADMISSIONS: usize = 1024;
+
 /// A running API service. Dropping it does not stop it; call
 /// [`ApiService::stop`].
 pub struct ApiService {
     service: Service,
-    task: tokio::task::JoinHandle<()>,
+    /// The request loops: every endpoint but admissions, and admissions.
+    loops: [tokio::task::JoinHandle<()>; 2],
 }
 
 impl ApiService {
@@ -63,56 +73,79 @@ impl ApiService {
             .await?;
         let group = service.group(API_PREFIX);
         let mut endpoints = Vec::new();
+        let mut admissions = Vec::new();
         for &name in endpoint::ALL {
             let ep = group
                 .endpoint_builder()
                 .name(name.replace('.', "_"))
                 .add(name)
                 .await?;
-            endpoints.push(ep.map(move |req| (name, req)).boxed());
+            let stream = ep.map(move |req| (name, req)).boxed();
+            if name == <endpoint::PowerAdmit as flow_protocol::api::Endpoint>::NAME {
+                admissions.push(stream);
+            } else {
+                endpoints.push(stream);
+            }
         }
         let store = Arc::new(store);
         let tasks = Arc::new(tasks);
         let intermediaries: Arc<[String]> = intermediaries.into();
-        let task = tokio::spawn(async move {
-            futures::stream::select_all(endpoints)
-                .for_each_concurrent(MAX_CONCURRENT_REQUESTS, |(name, request)| {
-                    let store = Arc::clone(&store);
-                    let tasks = Arc::clone(&tasks);
-                    let intermediaries = Arc::clone(&intermediaries);
-                    let max_payload = client.max_payload();
-                    async move {
-                        let headers = request.message.headers.as_ref();
-                        let actor = identify(identity, &intermediaries, name, headers);
-                        let reply = handle(
-                            &store,
-                            &tasks,
-                            identity,
-                            name,
-                            actor,
-                            &request.message.payload,
-                        )
-                        .await;
-                        let reply = fit_reply(name, reply, max_payload);
-                        if let Err(error) = request.respond(Ok(Bytes::from(reply))).await {
-                            tracing::warn!(endpoint = name, error = %flow_telemetry::ErrorChain(&error), "reply not sent");
+        // Admissions apart, with their own limit (MAX_CONCURRENT_ADMISSIONS).
+        let loops = [
+            (endpoints, MAX_CONCURRENT_REQUESTS),
+            (admissions, MAX_CONCURRENT_ADMISSIONS),
+        ]
+        .map(|(streams, limit)| {
+            let (store, tasks, intermediaries, client) = (
+                Arc::clone(&store),
+                Arc::clone(&tasks),
+                Arc::clone(&intermediaries),
+                client.clone(),
+            );
+            tokio::spawn(async move {
+                futures::stream::select_all(streams)
+                    .for_each_concurrent(limit, |(name, request)| {
+                        let store = Arc::clone(&store);
+                        let tasks = Arc::clone(&tasks);
+                        let intermediaries = Arc::clone(&intermediaries);
+                        let max_payload = client.max_payload();
+                        async move {
+                            let headers = request.message.headers.as_ref();
+                            let actor = identify(identity, &intermediaries, name, headers);
+                            let reply = handle(
+                                &store,
+                                &tasks,
+                                identity,
+                                name,
+                                actor,
+                                &request.message.payload,
+                            )
+                            .await;
+                            let reply = fit_reply(name, reply, max_payload);
+                            if let Err(error) = request.respond(Ok(Bytes::from(reply))).await {
+                                tracing::warn!(endpoint = name, error = %flow_telemetry::ErrorChain(&error), "reply not sent");
+                            }
                         }
-                    }
-                })
-                .await;
+                    })
+                    .await;
+            })
         });
-        Ok(ApiService { service, task })
+        Ok(ApiService { service, loops })
     }
 
     /// Aborts the request loop without stopping the service (a crash).
     pub fn abort(self) {
-        self.task.abort();
+        for l in &self.loops {
+            l.abort();
+        }
     }
 
     /// Stops answering and waits for requests in flight.
     pub async fn stop(self) -> Result<(), async_nats::Error> {
         self.service.stop().await?;
-        let _ = self.task.await;
+        for l in self.loops {
+            let _ = l.await;
+        }
         Ok(())
     }
 }
