@@ -545,6 +545,30 @@ impl Cluster {
         )
     }
 
+    /// Puts `bytes` on the first simulator's firmware origin as `name`
+    /// (`services/rack-sim/src/origin.rs`): the URL a task names the image
+    /// by, and its digest as the origin computed it.
+    pub async fn origin_file(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+    ) -> anyhow::Result<(String, String)> {
+        let admin = self.sim_admins.first().context("no simulator")?;
+        let info: serde_json::Value = self
+            .http
+            .put(format!("{admin}/admin/v1/files/{name}"))
+            .body(bytes)
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        let digest = info["digest"]
+            .as_str()
+            .context("the origin answered no digest")?
+            .to_owned();
+        Ok((format!("{admin}/files/{name}"), digest))
+    }
     /// The simulators' view of every component (all processes merged).
     pub async fn sim_state(&self) -> anyhow::Result<flow_rack_sim::SimState> {
         let mut all = flow_rack_sim::SimState {

@@ -75,27 +75,39 @@ pub struct RolloutReport {
     pub usage: ClusterUsage,
 }
 
-fn images(version: &str) -> BTreeMap<ComponentType, FirmwareImage> {
-    [ComponentType::Compute, ComponentType::NVSwitch]
+/// The images of firmware `version`, published on the simulator's origin
+/// (the simulator installs the version the image's file name carries).
+async fn images(
+    cluster: &Cluster,
+    version: &str,
+) -> anyhow::Result<BTreeMap<ComponentType, FirmwareImage>> {
+    let bytes = format!("flow-bench gb200 firmware {version}\n")
+        .repeat(64)
+        .into_bytes();
+    let (url, digest) = cluster
+        .origin_file(&format!("gb200/fw-{version}.bin"), bytes)
+        .await?;
+    Ok([ComponentType::Compute, ComponentType::NVSwitch]
         .into_iter()
         .map(|t| {
             (
                 t,
                 FirmwareImage {
-                    // The simulator installs the version the image's name carries.
-                    image_uri: format!("http://images.flow.invalid/gb200/fw-{version}.bin"),
+                    image_uri: url.clone(),
                     version: Some(version.into()),
                     sub_targets: Vec::new(),
+                    digest: Some(digest.clone()),
+                    size: None,
                 },
             )
         })
-        .collect()
+        .collect())
 }
 
 fn run_request(
     name: &str,
     racks: &[String],
-    version: &str,
+    firmware: BTreeMap<ComponentType, FirmwareImage>,
     phases: PhasePolicy,
     max_concurrent: u32,
     gate: Gate,
@@ -105,7 +117,7 @@ fn run_request(
         name: name.into(),
         description: String::new(),
         task: TaskSubmit {
-            firmware: images(version),
+            firmware,
             ..TaskSubmit::new(
                 String::new(),
                 OperationCode::Firmware(flow_rules::FirmwareOperation::Upgrade),
@@ -202,7 +214,7 @@ async fn measure(cluster: &Cluster, spec: &RolloutSpec) -> anyhow::Result<Rollou
         &run_request(
             "site rollout",
             &names,
-            "99.1.0",
+            images(cluster, "99.1.0").await?,
             PhasePolicy::Percentages(spec.phases.clone()),
             spec.max_concurrent,
             Gate {
@@ -252,7 +264,7 @@ async fn measure(cluster: &Cluster, spec: &RolloutSpec) -> anyhow::Result<Rollou
         &run_request(
             "gate",
             &gate_racks,
-            "99.2.0",
+            images(cluster, "99.2.0").await?,
             PhasePolicy::Equal(1),
             5,
             Gate {

@@ -26,8 +26,9 @@ pub const REFERENCE_RULES: &str = include_str!("../../../examples/operation-rule
 /// The benchmark's own rules (quick power-on, firmware with a 5 s poll).
 pub const BENCH_RULES: &str = include_str!("../rules/bench-rules.yaml");
 
-/// The firmware image the upgrade scenario installs.
-const FIRMWARE_URI: &str = "http://images.flow.invalid/gb200/fw-2.1.0.bin";
+/// The upgrade scenarios' image on the simulator's origin (the simulator
+/// installs the version its file name carries).
+const FIRMWARE_FILE: &str = "gb200/fw-2.1.0.bin";
 
 /// One scenario.
 #[derive(Debug, Clone, Serialize)]
@@ -276,15 +277,19 @@ async fn measure(
 
     let results = Results::subscribe(&cluster.nats).await?;
     let firmware = if s.operation == "upgrade" {
+        let bytes = b"flow-bench gb200 firmware 2.1.0\n".repeat(64);
+        let (url, digest) = cluster.origin_file(FIRMWARE_FILE, bytes).await?;
         [ComponentType::Compute, ComponentType::NVSwitch]
             .into_iter()
             .map(|t| {
                 (
                     t,
                     FirmwareImage {
-                        image_uri: FIRMWARE_URI.into(),
+                        image_uri: url.clone(),
                         version: Some("2.1.0".into()),
                         sub_targets: Vec::new(),
+                        digest: Some(digest.clone()),
+                        size: None,
                     },
                 )
             })

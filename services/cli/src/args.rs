@@ -745,9 +745,22 @@ pub struct FirmwareArgs {
     /// What to do.
     #[arg(value_enum)]
     pub action: FirmwareAction,
-    /// Image per component type: `<type>=<uri>@<version>` (repeatable).
-    #[arg(long = "image", required = true)]
+    /// Image per component type: `<type>=<uri>@<version>` (repeatable;
+    /// each needs its --sha256).
+    #[arg(
+        long = "image",
+        required_unless_present = "bundle",
+        conflicts_with = "bundle"
+    )]
     pub images: Vec<String>,
+    /// The digest of each --image: `<type>=sha256:<64 hex digits>`
+    /// (repeatable). BMCs are given only bytes Flow verified against it.
+    #[arg(long = "sha256")]
+    pub digests: Vec<String>,
+    /// A published bundle, `<name>@<version>`: each type the rule flashes
+    /// takes the bundle's image of that type (see `flow bundle list`).
+    #[arg(long)]
+    pub bundle: Option<String>,
     /// Allow an upgrade to install an older version than a component has
     /// (or a downgrade a newer one); needs --reason.
     #[arg(long)]

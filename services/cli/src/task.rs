@@ -98,6 +98,7 @@ fn request(
         description: target.description.clone().unwrap_or_default(),
         rule_id,
         firmware,
+        bundle: None,
         conflict,
         override_readiness: target.override_readiness,
         reason: target.reason.clone(),
@@ -290,14 +291,53 @@ pub(crate) fn firmware_request(args: &FirmwareArgs) -> Result<TaskSubmit, Client
                 image_uri: uri.to_owned(),
                 version,
                 sub_targets: Vec::new(),
+                digest: None,
+                size: None,
             },
         );
     }
+    for spec in &args.digests {
+        let (t, digest) = spec.split_once('=').ok_or_else(|| {
+            bad(format!(
+                "--sha256 {spec:?}: use <type>=sha256:<64 hex digits>"
+            ))
+        })?;
+        let t: ComponentType = t
+            .parse()
+            .map_err(|e: flow_rules::UnknownComponentType| bad(format!("--sha256: {e}")))?;
+        let image = images
+            .get_mut(&t)
+            .ok_or_else(|| bad(format!("--sha256 {spec:?}: no --image for {t}")))?;
+        let digest = digest.trim().to_ascii_lowercase();
+        let digest = if digest.starts_with("sha256:") {
+            digest
+        } else {
+            format!("sha256:{digest}")
+        };
+        if !flow_protocol::firmware::is_sha256(&digest) {
+            return Err(bad(format!(
+                "--sha256 {spec:?}: not sha256:<64 hex digits>"
+            )));
+        }
+        image.digest = Some(digest);
+    }
+    if let Some((t, image)) = images.iter().find(|(_, i)| i.digest.is_none()) {
+        return Err(bad(format!(
+            "--image {}: give its digest with --sha256 {}=sha256:<64 hex digits> (BMCs are given only bytes Flow has verified)",
+            image.image_uri,
+            t.subject_token()
+        )));
+    }
+    let mut bundle_subs = Vec::new();
     for name in &args.sub_targets {
         let sub: SubTarget = name
             .trim()
             .parse()
             .map_err(|e: String| bad(format!("--sub-target: {e}")))?;
+        if args.bundle.is_some() {
+            bundle_subs.push(sub);
+            continue;
+        }
         let mut taken = false;
         for (t, image) in images.iter_mut() {
             if SubTarget::of(*t).contains(&sub) && !image.sub_targets.contains(&sub) {
@@ -311,8 +351,23 @@ pub(crate) fn firmware_request(args: &FirmwareArgs) -> Result<TaskSubmit, Client
             )));
         }
     }
+    let bundle = match &args.bundle {
+        None => None,
+        Some(spec) => {
+            let (name, version) = spec
+                .rsplit_once('@')
+                .filter(|(n, v)| !n.is_empty() && !v.is_empty())
+                .ok_or_else(|| bad(format!("--bundle {spec:?}: use <name>@<version>")))?;
+            Some(flow_protocol::firmware::TaskBundle {
+                name: name.to_owned(),
+                version: version.to_owned(),
+                sub_targets: bundle_subs,
+            })
+        }
+    };
     Ok(TaskSubmit {
         allow_version_change: args.allow_version_change,
+        bundle,
         ..request(&args.target, args.action.operation(), images)?
     })
 }

@@ -31,6 +31,8 @@ async fn flow_bmc_reads_and_drives_a_simulated_bmc() {
         compute: 1,
         nvswitch: 1,
         powershelf: 1,
+        // Updates name images no origin serves: the update API alone.
+        fetch_images: false,
         ..SimConfig::default()
     })
     .await
@@ -137,6 +139,8 @@ async fn flow_bmc_probe_reports_what_it_finds_and_the_profile_it_resembles() {
             choice("rack-01/powershelf-01=no-links"),
             choice("rack-01/compute-03=session-only"),
         ],
+        // Updates name images no origin serves: the update API alone.
+        fetch_images: false,
         ..SimConfig::default()
     })
     .await

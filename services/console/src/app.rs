@@ -658,23 +658,12 @@ async fn power_confirm(
 /// The task request the console's power buttons submit.
 fn power_request(rack: &str, operation: flow_rules::OperationCode, user: &User) -> TaskSubmit {
     TaskSubmit {
-        request_id: format!("console-{}", uuid::Uuid::new_v4()),
-        racks: vec![RackRef(rack.to_owned())],
-        labels: Default::default(),
-        components: Vec::new(),
-        component_types: Vec::new(),
-        operation,
-        forced: false,
         description: format!("from the console by {}", user.name),
-        rule_id: None,
-        firmware: Default::default(),
-        conflict: Default::default(),
-        override_readiness: false,
-        readiness_timeout_seconds: None,
-        allow_version_change: false,
-        reason: None,
-        not_before: None,
-        not_after: None,
+        ..TaskSubmit::new(
+            format!("console-{}", uuid::Uuid::new_v4()),
+            operation,
+            vec![RackRef(rack.to_owned())],
+        )
     }
 }
 

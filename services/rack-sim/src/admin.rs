@@ -65,6 +65,7 @@ pub(crate) fn router(world: Arc<World>) -> Router {
             post(raise_condition).delete(clear_conditions),
         )
         .merge(lifecycle::router())
+        .merge(crate::origin::router())
         .fallback(|| async { ApiError::NotFound("no such admin or lifecycle path".to_owned()) })
         .method_not_allowed_fallback(|| async { ApiError::MethodNotAllowed })
         .with_state(world)

@@ -71,6 +71,11 @@ pub struct SimConfig {
     /// Power draw per component type (`--draw`), for the power domains
     /// (`services/rack-sim/src/domains.rs`).
     pub draw: Draws,
+    /// Whether a BMC fetches (and hashes) the image an update names before
+    /// its task starts; an image it cannot fetch fails the update
+    /// (`--no-image-fetch`: accepted unfetched, for tests of the update
+    /// API alone).
+    pub fetch_images: bool,
 }
 
 impl Default for SimConfig {
@@ -94,6 +99,7 @@ impl Default for SimConfig {
             profiles: Vec::new(),
             events: Vec::new(),
             draw: Draws::default(),
+            fetch_images: true,
         }
     }
 }

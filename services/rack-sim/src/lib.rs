@@ -146,6 +146,7 @@ mod gauge;
 mod inventory;
 mod lifecycle;
 mod model;
+pub mod origin;
 mod redfish;
 mod server;
 mod sessions;

@@ -86,6 +86,11 @@ struct Args {
     /// nvswitch, powershelf; repeatable).
     #[arg(long = "draw", value_name = "TYPE=INRUSH/STEADY/SETTLE")]
     draws: Vec<String>,
+    /// BMCs accept an update's image URI without fetching it (tests of the
+    /// update API alone; by default each BMC fetches and hashes the image,
+    /// and an update whose image cannot be fetched fails).
+    #[arg(long)]
+    no_image_fetch: bool,
     /// Log format on stderr.
     #[arg(long, value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -164,6 +169,7 @@ fn config(args: &Args) -> anyhow::Result<SimConfig> {
         profiles: args.profiles.clone(),
         events: args.events.clone(),
         draw,
+        fetch_images: !args.no_image_fetch,
     })
 }
 

@@ -94,6 +94,13 @@ pub struct CommandRecord {
     pub kind: CommandKind,
     /// The ResetType, the ImageURI, or `decommission`.
     pub value: String,
+    /// For an update: the `sha256:` digest of the image bytes the BMC
+    /// received (absent: its fetch failed, and so did the update).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// For an update: how many bytes it received.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
 }
 
 impl SimState {
@@ -157,6 +164,8 @@ pub(crate) fn snapshot(world: &World) -> SimState {
                                     at: world.clock.rfc3339(cmd.at),
                                     kind: cmd.kind,
                                     value: cmd.value.clone(),
+                                    digest: cmd.fetched.as_ref().map(|f| f.digest.clone()),
+                                    bytes: cmd.fetched.as_ref().map(|f| f.bytes),
                                 })
                                 .collect(),
                             refused: c

@@ -176,6 +176,10 @@ pub(crate) struct World {
     next_condition: AtomicU64,
     /// Power draw per component and the power domains.
     pub(crate) domains: Domains,
+    /// Files served as a firmware origin (`src/origin.rs`).
+    pub(crate) files: crate::origin::Files,
+    /// The BMCs' client for the image URIs of updates.
+    pub(crate) fetcher: reqwest::Client,
 }
 
 /// Each component's kind and power state (for the book).
@@ -267,6 +271,8 @@ impl World {
             stream_cuts: watch::Sender::new(0),
             next_condition: AtomicU64::new(1),
             domains: Domains::new(book),
+            files: crate::origin::Files::default(),
+            fetcher: crate::origin::client(),
             config,
         };
         for spec in world.config.faults.clone() {

@@ -42,6 +42,8 @@ async fn finished(http: &Client, base: &str, location: &str) -> Value {
 #[tokio::test]
 async fn an_update_runs_to_completion_and_changes_the_version() {
     let mut config = small(InitialPower::On, 0.01);
+    // These images are on no origin: the update API alone.
+    config.fetch_images = false;
     // 100 s × 0.01 = 1 s per update: time to see it running.
     config.timings.firmware_update = std::time::Duration::from_secs(100);
     let sim = start(config).await;
@@ -122,7 +124,11 @@ async fn an_update_runs_to_completion_and_changes_the_version() {
 
 #[tokio::test]
 async fn updates_work_with_the_host_off_and_on_shelves() {
-    let sim = start(small(InitialPower::On, 0.01)).await;
+    let sim = start(flow_rack_sim::SimConfig {
+        fetch_images: false,
+        ..small(InitialPower::On, 0.01)
+    })
+    .await;
     let http = client();
     let tray = bmc(&sim, "nvswitch-01");
     let (status, _) = post(&http, &tray, SYSTEM_RESET, json!({"ResetType": "ForceOff"})).await;
@@ -159,6 +165,8 @@ async fn updates_work_with_the_host_off_and_on_shelves() {
 #[tokio::test]
 async fn bad_update_requests_are_400_and_a_busy_member_409() {
     let mut config = small(InitialPower::On, 0.01);
+    // These images are on no origin: the update API alone.
+    config.fetch_images = false;
     config.timings.firmware_update = std::time::Duration::from_secs(1000);
     let sim = start(config).await;
     let http = client();
@@ -200,7 +208,11 @@ async fn bad_update_requests_are_400_and_a_busy_member_409() {
 
 #[tokio::test]
 async fn an_injected_failure_ends_the_task_in_exception() {
-    let sim = start(small(InitialPower::On, 0.01)).await;
+    let sim = start(flow_rack_sim::SimConfig {
+        fetch_images: false,
+        ..small(InitialPower::On, 0.01)
+    })
+    .await;
     sim.set_fault(FaultSpec {
         target: "rack-01/compute-01".into(),
         kind: FaultKind::FirmwareFails {
@@ -237,6 +249,8 @@ async fn an_injected_failure_ends_the_task_in_exception() {
 #[tokio::test]
 async fn losing_shelf_power_fails_a_running_update() {
     let mut config = small(InitialPower::On, 0.01);
+    // These images are on no origin: the update API alone.
+    config.fetch_images = false;
     config.timings.firmware_update = std::time::Duration::from_secs(300);
     let sim = start(config).await;
     let http = client();
@@ -283,5 +297,54 @@ async fn losing_shelf_power_fails_a_running_update() {
             .unwrap_or_default()
             .contains("power lost")
     );
+    sim.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_bmc_fetches_the_image_hashes_what_it_got_and_fails_an_update_it_cannot_fetch() {
+    let sim = start(small(InitialPower::On, 0.01)).await;
+    let http = client();
+    let admin = sim.admin_url();
+    let bytes = b"compute bmc firmware 26.05\n".repeat(100);
+    let put: Value = http
+        .put(format!("{admin}/admin/v1/files/fw/compute-bmc-26.05.bin"))
+        .body(bytes.clone())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let digest = put["digest"].as_str().unwrap().to_owned();
+    assert_eq!(digest, flow_rack_sim::origin::sha256(&bytes));
+    assert_eq!(put["bytes"], bytes.len());
+
+    let tray = bmc(&sim, "compute-01");
+    let image = format!("{admin}/files/fw/compute-bmc-26.05.bin");
+    let (location, _) = update(&http, &tray, json!({"ImageURI": image})).await;
+    let task = finished(&http, &tray, &location).await;
+    assert_eq!(task["TaskState"], "Completed", "{task}");
+    let state = sim.state();
+    let c = state.component("rack-01", "compute-01").unwrap();
+    let last = c.commands.last().unwrap();
+    assert_eq!(last.value, image);
+    assert_eq!(last.digest.as_deref(), Some(digest.as_str()), "{last:?}");
+    assert_eq!(last.bytes, Some(bytes.len() as u64));
+    assert_eq!(c.firmware["FW_BMC_0"], "26.05");
+
+    // An image no one serves: accepted, then the task fails saying why,
+    // and the version stays.
+    let missing = format!("{admin}/files/fw/compute-bmc-26.06.bin");
+    let (location, _) = update(&http, &tray, json!({"ImageURI": missing})).await;
+    let task = finished(&http, &tray, &location).await;
+    assert_eq!(task["TaskState"], "Exception", "{task}");
+    assert!(
+        task.to_string().contains("could not fetch the image") && task.to_string().contains("404"),
+        "{task}"
+    );
+    let state = sim.state();
+    let c = state.component("rack-01", "compute-01").unwrap();
+    assert_eq!(c.commands.last().unwrap().digest, None);
+    assert_eq!(c.firmware["FW_BMC_0"], "26.05");
     sim.shutdown().await;
 }

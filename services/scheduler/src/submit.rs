@@ -3,7 +3,7 @@
 //! the reason; from `task.submit` on `flow.api` or from a message on
 //! `flow.tasks.submit`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -15,7 +15,7 @@ use flow_protocol::api::{
     TaskSubmit, TaskSubmitReply, encode_reply,
 };
 use flow_protocol::ids::RackRef;
-use flow_protocol::jobs::{CONSUMER_SUBMIT, ComponentTarget, STREAM_TASKS};
+use flow_protocol::jobs::{CONSUMER_SUBMIT, ComponentTarget, FirmwareImage, STREAM_TASKS};
 use flow_protocol::task::timestamp;
 use flow_protocol::{TaskId, subjects};
 use flow_rules::{ComponentType, OperationCode, PowerOperation};
@@ -296,6 +296,54 @@ impl TaskService {
     /// version checks, and the task it would create — with every problem
     /// found, not only the first. An unknown rack or operation is an
     /// error.
+    /// The firmware images a task installs: its own, or those of the
+    /// published bundle it names (`shared/decisions/src/images.rs`,
+    /// `from_bundle`). The inner error is the submission's problem.
+    async fn task_images(
+        &self,
+        request: &TaskSubmit,
+        rule: &flow_rules::RuleDefinition,
+        planned: &flow_decisions::plan::Plan,
+        rack_model: &str,
+    ) -> Result<Result<BTreeMap<ComponentType, FirmwareImage>, ApiError>, ApiError> {
+        let Some(bundle) = &request.bundle else {
+            return Ok(Ok(request.firmware.clone()));
+        };
+        if !request.firmware.is_empty() {
+            return Ok(Err(ApiError::new(
+                ErrorCode::Invalid,
+                format!(
+                    "firmware: the task names bundle {bundle} and images of its own: give one or the other"
+                ),
+            )));
+        }
+        let which = flow_protocol::firmware::BundleRef {
+            name: bundle.name.clone(),
+            version: bundle.version.clone(),
+        };
+        let record = match self.store.bundle(&which).await {
+            Ok(record) => record,
+            Err(e) => {
+                let e = store_error(e);
+                return if e.code == ErrorCode::NotFound {
+                    Ok(Err(e))
+                } else {
+                    Err(e)
+                };
+            }
+        };
+        let flashed = flow_decisions::images::flashed_types(rule, planned);
+        Ok(
+            flow_decisions::images::from_bundle(&record, rack_model, &flashed, &bundle.sub_targets)
+                .map_err(|problems| {
+                    ApiError::invalid(
+                        format!("bundle {bundle} cannot be installed on this rack"),
+                        problems,
+                    )
+                }),
+        )
+    }
+
     pub(crate) async fn prepare(
         &self,
         request: &TaskSubmit,
@@ -374,11 +422,19 @@ impl TaskService {
                 problems,
             ));
         }
-        if let Err(problems) = flow_decisions::images::check_images(
-            &resolution.definition,
-            &planned,
-            &request.firmware,
-        ) {
+        let firmware = match self
+            .task_images(request, &resolution.definition, &planned, &record.model)
+            .await?
+        {
+            Ok(images) => images,
+            Err(problem) => {
+                prepared.problems.push(problem);
+                BTreeMap::new()
+            }
+        };
+        if let Err(problems) =
+            flow_decisions::images::check_images(&resolution.definition, &planned, &firmware)
+        {
             prepared.problems.push(ApiError::invalid(
                 "the task's firmware images do not match what its rule flashes",
                 problems,
@@ -390,7 +446,7 @@ impl TaskService {
             .map(|c| (c.name.as_str(), c.firmware_version.as_str()))
             .collect();
         prepared.versions =
-            flow_decisions::versions::changes(operation, &planned, &installed, &request.firmware);
+            flow_decisions::versions::changes(operation, &planned, &installed, &firmware);
         if !request.allow_version_change {
             let problems =
                 flow_decisions::versions::wrong_way_problems(operation, &prepared.versions);
@@ -405,7 +461,7 @@ impl TaskService {
             operation,
             rule: resolution.definition.clone(),
             components: planned.components.clone(),
-            firmware: request.firmware.clone(),
+            firmware,
             readiness_wait_ms: request
                 .readiness_wait()
                 .map(|w| u64::try_from(w.as_millis()).unwrap_or(u64::MAX)),

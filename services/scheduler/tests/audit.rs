@@ -310,7 +310,8 @@ async fn a_refused_request_leaves_one_refused_record_and_no_change() {
         (
             "allow_version_change",
             json!({"allow_version_change": true, "operation": "upgrade",
-            "firmware": {"Compute": {"image_uri": "http://images.local/c.bin", "version": "1"}}}),
+            "firmware": {"Compute": {"image_uri": "http://images.local/c.bin", "version": "1",
+                "digest": "sha256:0000000000000000000000000000000000000000000000000000000000000000"}}}),
         ),
         (
             "override_readiness",

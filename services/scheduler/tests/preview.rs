@@ -315,7 +315,8 @@ async fn a_preview_names_every_reason_a_rack_would_be_refused_or_held() {
         .ok(
             "task.plan",
             json!({"racks": ["rack-02"], "operation": "upgrade", "component_types": ["Compute"],
-                   "firmware": {"Compute": {"image_uri": "http://images.local/old.bin", "version": "0.1"}}}),
+                   "firmware": {"Compute": {"image_uri": "http://images.local/old.bin", "version": "0.1",
+                                            "digest": "sha256:0000000000000000000000000000000000000000000000000000000000000000"}}}),
         )
         .await;
     let plan = &p["results"][0];
@@ -463,12 +464,17 @@ async fn a_run_preview_shows_its_phases_and_each_racks_conflict_or_downgrade_as_
         .as_str()
         .unwrap()
         .to_owned();
+    let firmware = env
+        .served_images(
+            json!({"Compute": {"image_uri": "http://images.local/fw-500.bin",
+                                          "version": "500.0"}}),
+        )
+        .await;
     let run = json!({"name": "fw-500", "phases": {"counts": [1]}, "max_concurrent": 2,
         "gates": [{"kind": "failure_count", "count": 1}],
         "ordering": {"kind": "random", "seed": 7},
         "task": {"racks": rack_names(), "operation": "upgrade", "component_types": ["Compute"],
-                 "firmware": {"Compute": {"image_uri": "http://images.local/fw-500.bin",
-                                          "version": "500.0"}}}});
+                 "firmware": firmware}});
     let plan = env.ok("run.plan", run.clone()).await;
     assert_eq!(plan["phases"].as_array().unwrap().len(), 2, "{plan}");
     assert_eq!(plan["phases"][0]["phase"], 1);

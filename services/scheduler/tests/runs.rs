@@ -46,10 +46,19 @@ async fn racks(racks: usize, workers: usize, time_scale: f64) -> Stack {
     env
 }
 
-fn upgrade(version: &str) -> Value {
-    json!({"labels": {"site": "lab"}, "operation": "upgrade", "component_types": ["Compute"],
+/// A well-formed digest for images no worker fetches (a run refused or
+/// blocked before any flash).
+const FAKE_DIGEST: &str = "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+/// An upgrade of every lab rack's compute trays to `version`, its image
+/// on the simulator's origin.
+async fn upgrade(env: &Stack, version: &str) -> Value {
+    env.served_images(
+        json!({"labels": {"site": "lab"}, "operation": "upgrade", "component_types": ["Compute"],
            "firmware": {"Compute": {"image_uri": format!("http://images.local/c-{version}.bin"),
-                                     "version": version}}})
+                                     "version": version}}}),
+    )
+    .await
 }
 
 /// Waits (bounded) until the run satisfies `done`; the run then.
@@ -83,10 +92,11 @@ fn count(targets: &[Value], status: &str) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn failures_in_phase_2_trip_the_gate_and_nothing_more_starts_until_resumed() {
     let env = racks(20, 2, 0.05).await;
+    let task = upgrade(&env, "26.02").await;
     let run = env
         .ok(
             "run.create",
-            json!({"name": "fw 26.02", "task": upgrade("26.02"),
+            json!({"name": "fw 26.02", "task": task,
                    "phases": {"percentages": [10, 50, 100]}, "max_concurrent": 4,
                    "gates": [{"kind": "failure_rate", "percent": 10}],
                    "ordering": {"kind": "round_robin_rows"}}),
@@ -216,9 +226,10 @@ async fn failures_in_phase_2_trip_the_gate_and_nothing_more_starts_until_resumed
 async fn killed_schedulers_resume_the_run_and_every_target_is_submitted_once() {
     let mut env = racks(12, 2, 0.01).await;
     env.start_scheduler().await;
+    let task = upgrade(&env, "26.02").await;
     env.ok(
         "run.create",
-        json!({"name": "two", "task": upgrade("26.02"), "phases": {"equal": 3},
+        json!({"name": "two", "task": task, "phases": {"equal": 3},
                "max_concurrent": 2, "auto_advance": true,
                "gates": [{"kind": "failure_count", "count": 1, "scope": "run"}]}),
     )
@@ -278,7 +289,8 @@ async fn blocked_targets_retry_then_pause_the_run_and_cancel_skips_the_rest() {
         "run.create",
         json!({"name": "blocked", "task": {"racks": ["rack-01", "rack-02", "rack-03", "rack-04"],
                 "operation": "upgrade", "component_types": ["Compute"],
-                "firmware": {"Compute": {"image_uri": "http://images.local/c.bin", "version": "26.02"}}},
+                "firmware": {"Compute": {"image_uri": "http://images.local/c.bin", "version": "26.02",
+                                         "digest": FAKE_DIGEST}}},
                "phases": {"counts": [1]}, "max_concurrent": 1, "ordering": {"kind": "row_by_row"},
                "gates": [{"kind": "failure_count", "count": 1}],
                "retry": {"initial_seconds": 1, "max_seconds": 1, "timeout_seconds": 2}}),
@@ -317,10 +329,11 @@ async fn blocked_targets_retry_then_pause_the_run_and_cancel_skips_the_rest() {
     for word in ["task.components", "max_concurrent", "gates:"] {
         assert!(details.contains(word), "{word} not in {details}");
     }
+    let task = upgrade(&env, "26.03").await;
     let e = env
         .err(
             "run.create",
-            json!({"name": "small", "task": upgrade("26.03"), "phases": {"percentages": [1, 10, 100]},
+            json!({"name": "small", "task": task, "phases": {"percentages": [1, 10, 100]},
                    "max_concurrent": 1, "gates": [{"kind": "failure_rate", "percent": 5}]}),
         )
         .await;

@@ -862,9 +862,11 @@ async fn firmware_upgrade_and_decommission_tasks_on_the_simulator() {
              "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}},
             {"component_type": "nvswitch", "stage": 2,
              "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}}]}})).await;
-    let images = json!({"firmware": {
-        "Compute": {"image_uri": "http://images.local/bmc-26.04.bin", "version": "26.04"},
-        "NVSwitch": {"image_uri": "http://images.local/nvos-25.05.1.bin", "version": "25.05.1"}}});
+    let images = env
+        .served_images(json!({"firmware": {
+            "Compute": {"image_uri": "http://images.local/bmc-26.04.bin", "version": "26.04"},
+            "NVSwitch": {"image_uri": "http://images.local/nvos-25.05.1.bin", "version": "25.05.1"}}}))
+        .await;
     let task = env.submit_task("req-fw", "upgrade", images).await;
     let t = env.finish(&task).await;
     assert_eq!(t["status"], "completed", "{t:#}");
@@ -1097,7 +1099,8 @@ async fn an_upgrade_records_the_version_and_one_to_an_older_version_needs_allowi
         .submit_task(
             "up",
             "upgrade",
-            json!({"component_types": ["Compute"], "firmware": image("26.02")}),
+            env.served_images(json!({"component_types": ["Compute"], "firmware": image("26.02")}))
+                .await,
         )
         .await;
     assert_eq!(env.finish(&task).await["status"], "completed");
@@ -1112,7 +1115,8 @@ async fn an_upgrade_records_the_version_and_one_to_an_older_version_needs_allowi
         .submit(
             "older",
             "upgrade",
-            json!({"component_types": ["Compute"], "firmware": image("25.10")}),
+            env.served_images(json!({"component_types": ["Compute"], "firmware": image("25.10")}))
+                .await,
         )
         .await;
     assert_eq!(
@@ -1130,7 +1134,8 @@ async fn an_upgrade_records_the_version_and_one_to_an_older_version_needs_allowi
         .submit(
             "newer",
             "downgrade",
-            json!({"component_types": ["Compute"], "firmware": image("26.04")}),
+            env.served_images(json!({"component_types": ["Compute"], "firmware": image("26.04")}))
+                .await,
         )
         .await;
     assert!(
@@ -1145,8 +1150,8 @@ async fn an_upgrade_records_the_version_and_one_to_an_older_version_needs_allowi
         .submit_task(
             "allowed",
             "upgrade",
-            json!({"component_types": ["Compute"], "firmware": image("25.10"), "allow_version_change": true,
-                   "reason": "roll back the bad 26.02 build"}),
+            env.served_images(json!({"component_types": ["Compute"], "firmware": image("25.10"), "allow_version_change": true,
+                   "reason": "roll back the bad 26.02 build"})).await,
         )
         .await;
     assert_eq!(env.finish(&task).await["status"], "completed");
@@ -1186,7 +1191,10 @@ async fn sub_targets_flash_the_named_firmware_and_only_what_the_type_has() {
         .submit_task(
             "bmc",
             "upgrade",
-            json!({"component_types": ["NVSwitch"], "firmware": image("99.1", json!(["bmc"]))}),
+            env.served_images(
+                json!({"component_types": ["NVSwitch"], "firmware": image("99.1", json!(["bmc"]))}),
+            )
+            .await,
         )
         .await;
     assert_eq!(env.finish(&task).await["status"], "completed");
@@ -1205,7 +1213,10 @@ async fn sub_targets_flash_the_named_firmware_and_only_what_the_type_has() {
         .submit(
             "psu",
             "upgrade",
-            json!({"component_types": ["NVSwitch"], "firmware": image("99.2", json!(["psu"]))}),
+            env.served_images(
+                json!({"component_types": ["NVSwitch"], "firmware": image("99.2", json!(["psu"]))}),
+            )
+            .await,
         )
         .await;
     assert_eq!(
@@ -1218,7 +1229,7 @@ async fn sub_targets_flash_the_named_firmware_and_only_what_the_type_has() {
         .submit_task(
             "cpld",
             "upgrade",
-            json!({"component_types": ["NVSwitch"], "firmware": image("99.3", json!(["cpld"]))}),
+            env.served_images(json!({"component_types": ["NVSwitch"], "firmware": image("99.3", json!(["cpld"]))})).await,
         )
         .await;
     let t = env.finish(&task).await;
@@ -1247,7 +1258,8 @@ async fn a_firmware_task_that_could_not_finish_is_refused_before_anything_is_fla
         .submit(
             "fw-missing",
             "upgrade",
-            json!({"firmware": {"Compute": compute}}),
+            env.served_images(json!({"firmware": {"Compute": compute}}))
+                .await,
         )
         .await;
     assert_eq!(refused["error"]["code"], "invalid", "{refused}");
@@ -1261,8 +1273,11 @@ async fn a_firmware_task_that_could_not_finish_is_refused_before_anything_is_fla
         .submit(
             "fw-extra",
             "upgrade",
-            json!({"component_types": ["Compute"], "firmware": {"Compute": compute,
+            env.served_images(
+                json!({"component_types": ["Compute"], "firmware": {"Compute": compute,
                 "PowerShelf": {"image_uri": "http://images.local/pmc.bin", "version": "1.2"}}}),
+            )
+            .await,
         )
         .await;
     assert!(
@@ -1302,7 +1317,10 @@ async fn a_firmware_task_that_could_not_finish_is_refused_before_anything_is_fla
         .submit_task(
             "fw-compute",
             "upgrade",
-            json!({"component_types": ["Compute"], "firmware": {"Compute": compute}}),
+            env.served_images(
+                json!({"component_types": ["Compute"], "firmware": {"Compute": compute}}),
+            )
+            .await,
         )
         .await;
     let t = env.finish(&task).await;
@@ -1531,8 +1549,10 @@ async fn sessions_the_bmcs_drop_mid_task_are_replaced_without_a_failed_call() {
             {"component_type": "compute", "stage": 1,
              "retry": {"max_attempts": 1, "initial_interval": "1s", "backoff_coefficient": 1.0},
              "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "60s"}}}]}})).await;
-    let images = json!({"firmware": {
-        "Compute": {"image_uri": "http://images.local/bmc-26.04.bin", "version": "26.04"}}});
+    let images = env
+        .served_images(json!({"firmware": {
+            "Compute": {"image_uri": "http://images.local/bmc-26.04.bin", "version": "26.04"}}}))
+        .await;
     let task = env.submit_task("fw-expiry", "upgrade", images).await;
     // Every tray's update is under way (its BMC took the SimpleUpdate)…
     let updating = |s: &Value| {
@@ -1768,4 +1788,146 @@ async fn every_event_profile_gives_the_same_outcome_and_only_the_speed_differs()
             "{name}: a different outcome from standard events"
         );
     }
+}
+
+/// The update commands each compute tray's BMC accepted, as the simulator
+/// recorded them: (image URI, digest of the bytes it received).
+fn updates(env: &Env) -> std::collections::BTreeMap<String, Vec<(String, Option<String>)>> {
+    let state = env.sim().state();
+    state.racks[0]
+        .components
+        .iter()
+        .filter(|c| c.name.starts_with("compute"))
+        .map(|c| {
+            (
+                c.name.clone(),
+                c.commands
+                    .iter()
+                    .filter(|cmd| cmd.kind == flow_rack_sim::CommandKind::Update)
+                    .map(|cmd| (cmd.value.clone(), cmd.digest.clone()))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_bundle_is_flashed_from_verified_bytes_and_a_changed_origin_flashes_nothing() {
+    let env = Env::new(InitialPower::On).await;
+    env.ok("rule.create", json!({"name": "fw", "operation_type": "firmware_control", "operation": "upgrade",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1, "max_parallel": 4,
+             "retry": {"max_attempts": 2, "initial_interval": "100ms", "backoff_coefficient": 1.0},
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}}]}})).await;
+    let publish = |version: &str, url: &str, digest: &str, size: usize| {
+        json!({"name": "gb200-fw", "version": version, "images": [
+            {"component_type": "Compute", "version": version.replace("2026.", "26."), "url": url,
+             "digest": digest, "size": size}]})
+    };
+
+    // Published and flashed: every BMC received the published bytes, from
+    // a worker's store (never the origin).
+    let good = b"compute firmware 26.07, as published\n".repeat(64);
+    let (origin, digest) = env
+        .origin_file("gb200/compute-26.07.bin", good.clone())
+        .await;
+    env.ok(
+        "firmware_bundle.publish",
+        publish("2026.07", &origin, &digest, good.len()),
+    )
+    .await;
+    let task = env
+        .submit_task(
+            "bundle-ok",
+            "upgrade",
+            json!({"component_types": ["Compute"], "bundle": {"name": "gb200-fw", "version": "2026.07"}}),
+        )
+        .await;
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "completed", "{t:#}");
+    let hex = digest.trim_start_matches("sha256:");
+    let flashed = updates(&env);
+    assert_eq!(flashed.len(), 4);
+    for (tray, sent) in &flashed {
+        let [(uri, got)] = sent.as_slice() else {
+            panic!("{tray}: one update expected, got {sent:?}");
+        };
+        assert_eq!(got.as_deref(), Some(digest.as_str()), "{tray}: {uri}");
+        assert!(
+            uri.contains(&format!("/images/sha256/{hex}/compute-26.07.bin")) && *uri != origin,
+            "{tray} was given {uri}, not a store URL"
+        );
+    }
+    let state = env.sim().state();
+    assert!(
+        state.racks[0]
+            .components
+            .iter()
+            .filter(|c| c.name.starts_with("compute"))
+            .all(|c| c.firmware["FW_BMC_0"] == "26.07"),
+        "{state:?}"
+    );
+
+    // Published, then the origin's bytes change before any worker fetched
+    // them: the task fails naming the image, and no BMC receives an update.
+    let published = b"compute firmware 26.08, as published\n".repeat(64);
+    let (origin, digest) = env
+        .origin_file("gb200/compute-26.08.bin", published.clone())
+        .await;
+    env.ok(
+        "firmware_bundle.publish",
+        publish("2026.08", &origin, &digest, published.len()),
+    )
+    .await;
+    let tampered = b"compute firmware 26.08, changed after publication\n".repeat(64);
+    let (_, changed) = env
+        .origin_file("gb200/compute-26.08.bin", tampered.clone())
+        .await;
+    assert_ne!(changed, digest);
+    let task = env
+        .submit_task(
+            "bundle-changed",
+            "upgrade",
+            json!({"component_types": ["Compute"], "bundle": {"name": "gb200-fw", "version": "2026.08"}}),
+        )
+        .await;
+    let t = env.finish(&task).await;
+    assert_eq!(t["status"], "failed", "{t:#}");
+    let result = t["steps"][0]["results"]["compute-01"].to_string();
+    assert!(
+        result.contains("does not match its digest")
+            && result.contains(&digest)
+            && result.contains(&changed),
+        "the failure names the image, what was published and what came: {result}"
+    );
+    assert_eq!(updates(&env), flashed, "no BMC was sent an update");
+
+    // A retired bundle, or one of another model, is refused at submission.
+    env.ok(
+        "firmware_bundle.retire",
+        json!({"name": "gb200-fw", "version": "2026.07"}),
+    )
+    .await;
+    let refused = env
+        .submit(
+            "bundle-retired",
+            "upgrade",
+            json!({"component_types": ["Compute"], "bundle": {"name": "gb200-fw", "version": "2026.07"}}),
+        )
+        .await;
+    assert!(
+        refused["error"]["details"]
+            .to_string()
+            .contains("is retired"),
+        "{refused}"
+    );
+    let refused = env
+        .submit(
+            "bundle-missing",
+            "upgrade",
+            json!({"component_types": ["Compute"], "bundle": {"name": "gb200-fw", "version": "1999.01"}}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], "not_found", "{refused}");
+    env.stop().await;
 }

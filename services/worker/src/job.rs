@@ -52,6 +52,8 @@ pub(crate) struct Job<'a> {
     pub metrics: &'a WorkerMetrics,
     /// Waits held for events (`services/worker/src/hold.rs`).
     pub holds: &'a crate::hold::Holds,
+    /// Where firmware images are verified and served from.
+    pub images: &'a dyn flow_executor::images::ImageSource,
 }
 
 /// What one run of a job knows of its components' event streams: which
@@ -173,6 +175,7 @@ impl Job<'_> {
                     hardware: self.registry,
                     clock: &clock,
                     gate: &gate,
+                    images: self.images,
                     journal: &stored,
                     observer: &observer,
                     cancelled: &is_cancelled,

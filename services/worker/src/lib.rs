@@ -7,6 +7,7 @@
 //! than a second into a nak with that delay, so its slot is free and any
 //! worker resumes the step later ([`ack`] maps every outcome to its
 //! acknowledgement). A worker that dies loses at most the call in flight.
+//! Firmware images are verified and served to BMCs from [`images`].
 //! Results go to `flow.results.<task>`; cancel marks are watched in the
 //! bucket ([`cancel_marks`]).
 //!
@@ -21,6 +22,7 @@ mod admit;
 pub mod cancel_marks;
 pub mod checkpoint;
 mod hold;
+pub mod images;
 pub mod instrument;
 mod job;
 pub mod members;
@@ -76,12 +78,16 @@ pub const DEFAULT_MAX_JOBS: usize = 256;
 pub struct WorkerConfig {
     /// Jobs in flight at once.
     pub max_jobs: usize,
+    /// Where firmware images are verified and served to BMCs from; none:
+    /// this worker refuses every firmware update, naming the setting.
+    pub images: Option<Arc<images::ImageStore>>,
 }
 
 impl Default for WorkerConfig {
     fn default() -> Self {
         WorkerConfig {
             max_jobs: DEFAULT_MAX_JOBS,
+            images: None,
         }
     }
 }
@@ -172,6 +178,10 @@ pub async fn run_with_metrics(
         stopping: Arc::default(),
         metrics,
         event_holds: hold::Holds::new(config.max_jobs / 2),
+        images: match config.images {
+            Some(store) => store as Arc<dyn flow_executor::images::ImageSource>,
+            None => Arc::new(images::store::NoStore),
+        },
     };
     pull::run(consumers, owned_rx, config.max_jobs, shared, stop).await;
     watcher.abort();

@@ -63,6 +63,20 @@ struct Args {
     /// only).
     #[arg(long, env = "FLOW_BMC_EVENTS", value_parser = ["on", "off"], default_value = "on")]
     bmc_events: String,
+    /// The directory of the firmware image store: images by digest,
+    /// fetched from their origin once and verified (workers on one host
+    /// may share it) [default: <temp dir>/flow-images].
+    #[arg(long, env = "FLOW_IMAGE_STORE")]
+    image_store: Option<PathBuf>,
+    /// Where BMCs fetch verified images from this worker: ip:port (port 0:
+    /// any free port). Must be reachable from the BMC network.
+    #[arg(long, env = "FLOW_IMAGE_LISTEN", default_value = "127.0.0.1:0")]
+    image_listen: std::net::SocketAddr,
+    /// The base URL BMCs are given for this worker's images, e.g.
+    /// http://worker-3.bmc.example:9460 [default: http:// and the address
+    /// listened on].
+    #[arg(long, env = "FLOW_IMAGE_URL")]
+    image_url: Option<String>,
     /// Where to serve GET /metrics (Prometheus): ip:port (port 0 = any
     /// free port), or `off` [default: 127.0.0.1:9451; if taken, no listener].
     #[arg(long, env = "FLOW_METRICS_LISTEN")]
@@ -208,6 +222,15 @@ async fn main() -> anyhow::Result<()> {
             stop.clone(),
         ));
     }
+    let images = flow_worker::images::ImageStore::start(flow_worker::images::ImageStoreConfig {
+        dir: args
+            .image_store
+            .clone()
+            .unwrap_or_else(|| std::env::temp_dir().join("flow-images")),
+        listen: args.image_listen,
+        url: args.image_url.clone(),
+    })
+    .await?;
     tracing::info!(
         max_jobs = args.max_jobs,
         max_requests = args.max_requests,
@@ -219,6 +242,7 @@ async fn main() -> anyhow::Result<()> {
         registry,
         WorkerConfig {
             max_jobs: args.max_jobs,
+            images: Some(images),
         },
         stop,
         metrics,

@@ -46,6 +46,8 @@ pub(crate) struct Shared {
     pub stopping: Arc<AtomicBool>,
     pub metrics: WorkerMetrics,
     pub event_holds: crate::hold::Holds,
+    /// Where firmware images are verified and served from.
+    pub images: Arc<dyn flow_executor::images::ImageSource>,
 }
 
 /// The jobs consumers: the unpartitioned one, which every worker pulls,
@@ -303,6 +305,7 @@ impl Puller {
                     stopping: &shared.stopping,
                     metrics: &shared.metrics,
                     holds: &shared.event_holds,
+                    images: shared.images.as_ref(),
                 };
                 job.handle(message).await;
                 shared.metrics.jobs_in_flight.dec();

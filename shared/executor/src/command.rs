@@ -34,8 +34,9 @@ use flow_rules::{Action, PowerOperation};
 use crate::StepJob;
 use crate::checkpoint::{Command, CommandRecord, ComponentState, Delivery};
 use crate::clock::{Clock, after};
-use crate::executor::{Call, CallError, call_timeout, power_operation, retry, timed};
+use crate::executor::{Call, CallError, Effects, call_timeout, power_operation, retry, timed};
 use crate::gate::{GateRequest, PowerGate};
+use crate::images::ImageSource;
 use crate::observe::Seen;
 
 /// How often a component that is moving is read again while its command
@@ -188,13 +189,13 @@ pub(crate) async fn decide(
     job: &StepJob,
     action: &Action,
     manager: &dyn ComponentManager,
-    gate: &dyn PowerGate,
+    fx: &Effects<'_>,
     target: &ComponentTarget,
     state: &mut ComponentState,
     now: u64,
     started: u64,
-    clock: &dyn Clock,
 ) -> Decided {
+    let (gate, clock) = (fx.gate, fx.clock);
     match action {
         Action::PowerControl { operation, .. } => {
             let op = match power_operation(job, *operation) {
@@ -207,16 +208,9 @@ pub(crate) async fn decide(
             .await
         }
         Action::FirmwareControl { .. } => {
-            let Some(request) = firmware_request(job) else {
-                return Decided::new(
-                    Call::Fail(
-                        CallError::NoImage {
-                            component_type: job.step.component_type,
-                        }
-                        .record(),
-                    ),
-                    0,
-                );
+            let request = match firmware_request(job, fx.images).await {
+                Ok(request) => request,
+                Err(e) => return Decided::new(retry(state, &job.step.retry_policy(), e, now), 0),
             };
             let unconfirmed = state
                 .command
@@ -349,11 +343,22 @@ async fn decide_power(
     Decided::new(Call::Send(Command::Power(op)), calls).with_seen(seen)
 }
 
-/// The firmware request of the step's type, if the task names an image.
-fn firmware_request(job: &StepJob) -> Option<FirmwareRequest> {
-    let image = job.firmware.get(&job.step.component_type)?;
-    Some(FirmwareRequest {
-        image_uri: image.image_uri.clone(),
+/// The firmware request of the step's type: its image as the BMC is to
+/// fetch it — verified against its digest by `images`, never the origin.
+/// No image, or one that cannot be verified, is the error: no update is
+/// requested.
+async fn firmware_request(
+    job: &StepJob,
+    images: &dyn ImageSource,
+) -> Result<FirmwareRequest, CallError> {
+    let component_type = job.step.component_type;
+    let image = job
+        .firmware
+        .get(&component_type)
+        .ok_or(CallError::NoImage { component_type })?;
+    let image_uri = images.stage(image).await?;
+    Ok(FirmwareRequest {
+        image_uri,
         version: image.version.clone(),
         targets: Vec::new(),
         sub_targets: image.sub_targets.clone(),
@@ -407,6 +412,7 @@ pub(crate) async fn send(
     job: &StepJob,
     action: &Action,
     manager: &dyn ComponentManager,
+    images: &dyn ImageSource,
     target: &ComponentTarget,
     state: &mut ComponentState,
     command: Command,
@@ -423,17 +429,13 @@ pub(crate) async fn send(
             Err(e) => power_not_accepted(job, action, manager, target, state, op, e, now).await,
         },
         Command::FirmwareUpdate => {
-            let Some(request) = firmware_request(job) else {
-                state.command = None;
-                return Decided::new(
-                    Call::Fail(
-                        CallError::NoImage {
-                            component_type: job.step.component_type,
-                        }
-                        .record(),
-                    ),
-                    0,
-                );
+            let request = match firmware_request(job, images).await {
+                Ok(request) => request,
+                Err(e) => {
+                    // Nothing was sent: the record goes.
+                    state.command = None;
+                    return Decided::new(retry(state, &policy, e, now), 0);
+                }
             };
             match timed(limit, manager.firmware_update(target, &request)).await {
                 Ok(FirmwareStart::AlreadyInstalled { version }) => {

@@ -81,6 +81,10 @@ pub enum CallError {
         /// The task's operation.
         operation: OperationCode,
     },
+    /// The image cannot be given to a BMC (no digest, bytes that do not
+    /// match it, an origin that fails).
+    #[error(transparent)]
+    Image(#[from] crate::images::ImageError),
     /// The BMC reported the update failed.
     #[error("update failed: {message}")]
     UpdateFailed {
@@ -102,6 +106,7 @@ impl CallError {
         match self {
             CallError::Hardware(e) => e.class(),
             CallError::NoAnswer { .. } => ErrorClass::Transient,
+            CallError::Image(e) => e.class(),
             CallError::NoImage { .. }
             | CallError::NoPowerOperation { .. }
             | CallError::UpdateFailed { .. }
@@ -209,6 +214,8 @@ pub struct Effects<'a> {
     pub clock: &'a dyn Clock,
     /// Where a power command asks first.
     pub gate: &'a dyn PowerGate,
+    /// Where a firmware update's image is verified and served from.
+    pub images: &'a dyn crate::images::ImageSource,
     /// Where the checkpoint is kept before and after every command.
     pub journal: &'a dyn Journal,
     /// Where every read of a component's power is told.
@@ -625,8 +632,10 @@ async fn send_recorded(
         state.send_by_ms = None;
         state.reserved_at_ms = None;
         async move {
-            let decided =
-                command::send(job, action, manager, target, &mut state, command, now).await;
+            let decided = command::send(
+                job, action, manager, fx.images, target, &mut state, command, now,
+            )
+            .await;
             (target, state, decided)
         }
     }))
@@ -885,10 +894,7 @@ async fn one_call(
         _ => false,
     };
     if is_command {
-        return command::decide(
-            job, action, manager, fx.gate, target, state, now, started, fx.clock,
-        )
-        .await;
+        return command::decide(job, action, manager, fx, target, state, now, started).await;
     }
     let (call, seen) = read_call(job, action, manager, target, state, now, started).await;
     Decided::new(call, 1).with_seen(seen)

@@ -15,6 +15,9 @@
 //!   record is kept in the [`journal`] (the worker's job-state bucket): a
 //!   redelivered job never sends a command its record says went, and never
 //!   takes a component's transition for the end of its command.
+//! * [`images`] is where a firmware step gets the URL a BMC fetches its
+//!   image from: bytes verified against the image's digest, never the
+//!   origin's.
 //! * [`gate`] is where it asks before a power command (the worker answers
 //!   over `power.admit`); [`wake`] ends a verification's wait early on a
 //!   BMC event.
@@ -29,6 +32,7 @@ pub mod clock;
 pub mod command;
 pub mod executor;
 pub mod gate;
+pub mod images;
 pub mod job;
 pub mod journal;
 pub mod observe;

@@ -215,6 +215,7 @@ impl Env {
             hardware: &self.registry,
             clock,
             gate: &Ungated,
+            images: &flow_executor::images::OriginUnverified,
             journal: &self.journal,
             observer: &flow_executor::Unobserved,
             cancelled,
@@ -263,6 +264,7 @@ async fn run_with(
             hardware: registry,
             clock: &clock,
             gate: &Ungated,
+            images: &flow_executor::images::OriginUnverified,
             journal: &journal,
             observer: &flow_executor::Unobserved,
             cancelled,
@@ -487,17 +489,44 @@ async fn firmware_and_decommission_steps() {
     let upgrade = rule(json!([{"component_type": "compute", "stage": 1,
         "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "50ms", "poll_timeout": "10s"}}}]));
     let mut job = env.job(&upgrade, 0, "upgrade");
+    // The image on the simulator's own origin: its BMCs fetch it.
+    let admin = env.sim.admin_url();
+    let put: serde_json::Value = reqwest::Client::new()
+        .put(format!("{admin}/admin/v1/files/bmc-26.03.bin"))
+        .body(b"bmc firmware 26.03".to_vec())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let digest = put["digest"].as_str().unwrap().to_owned();
     job.firmware.insert(
         ComponentType::Compute,
         FirmwareImage {
-            image_uri: "http://images.local/bmc-26.03.bin".into(),
+            image_uri: format!("{admin}/files/bmc-26.03.bin"),
             version: Some("26.03".into()),
             sub_targets: Vec::new(),
+            digest: Some(digest.clone()),
+            size: None,
         },
     );
     let (progress, cp, _) = run(&job, &env.registry).await;
     assert_eq!(progress, Progress::Done, "{cp:?}");
     assert_eq!(cp.results["compute-02"], "installed 26.03");
+    let state = env.sim.state();
+    let update = state
+        .component("rack-01", "compute-02")
+        .unwrap()
+        .commands
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        update.digest.as_deref(),
+        Some(digest.as_str()),
+        "{update:?}"
+    );
     // Two updates started: two commands; the task polls only read.
     assert_eq!(cp.commands, 2, "{cp:?}");
     assert!(cp.calls > cp.commands, "{cp:?}");
@@ -736,6 +765,7 @@ async fn killed_and_resumed(env: &Env, job: &StepJob, crash_at: usize) -> (Progr
         hardware: &env.registry,
         clock: &SystemClock,
         gate: &Ungated,
+        images: &flow_executor::images::OriginUnverified,
         journal: &journal,
         observer: &flow_executor::Unobserved,
         cancelled: &|| false,

@@ -291,6 +291,8 @@ fn effects<'a>(
         hardware,
         clock,
         gate,
+        // The scripted managers fetch nothing: the origin's URL is given.
+        images: &flow_executor::images::OriginUnverified,
         journal,
         observer: &flow_executor::Unobserved,
         cancelled: &|| false,

@@ -107,6 +107,7 @@ async fn run(rack: &Rack, job: &StepJob) -> (Checkpoint, Duration) {
         hardware: &rack.registry,
         clock: &SystemClock,
         gate: &Ungated,
+        images: &flow_executor::images::OriginUnverified,
         journal: &journal,
         observer: &flow_executor::Unobserved,
         cancelled: &|| false,

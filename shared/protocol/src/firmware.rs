@@ -205,6 +205,27 @@ pub struct BundleRef {
     pub version: String,
 }
 
+/// A firmware task's bundle: the published bundle whose images it
+/// installs, one per component type its rule flashes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TaskBundle {
+    /// The bundle's name.
+    pub name: String,
+    /// Its version.
+    pub version: String,
+    /// Take the images of these sub-targets instead of each type's main
+    /// one (`nvos`, `psu`, …; a task flashes one image per component type).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sub_targets: Vec<SubTarget>,
+}
+
+impl std::fmt::Display for TaskBundle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}", self.name, self.version)
+    }
+}
+
 /// `firmware_bundle.list`: the catalog.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

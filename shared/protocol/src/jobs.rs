@@ -54,6 +54,16 @@ pub struct FirmwareImage {
     /// Which firmware of the component it flashes (empty: its main one).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub sub_targets: Vec<SubTarget>,
+    /// Its content digest, `sha256:` and 64 lower-case hex digits: a worker
+    /// gives BMCs only bytes it has verified against it
+    /// (`services/worker/src/images/`). Required of every new task; absent
+    /// only in jobs written before digests existed, which are not flashed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// Its size in bytes, where known (a bundle's images; checked with the
+    /// digest).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
 }
 
 /// One firmware of a component other than its main one, by what it is: a

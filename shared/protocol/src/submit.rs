@@ -45,6 +45,10 @@ pub struct TaskSubmit {
     /// Firmware images by component type (firmware operations).
     #[serde(default)]
     pub firmware: std::collections::BTreeMap<ComponentType, crate::jobs::FirmwareImage>,
+    /// A published firmware bundle whose images the task installs, instead
+    /// of `firmware` (firmware operations).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bundle: Option<crate::firmware::TaskBundle>,
     /// What to do when a rack is busy: refuse (default) or queue.
     #[serde(default)]
     pub conflict: ConflictStrategy,
@@ -215,6 +219,7 @@ impl TaskSubmit {
             description: String::new(),
             rule_id: None,
             firmware: std::collections::BTreeMap::new(),
+            bundle: None,
             conflict: ConflictStrategy::default(),
             override_readiness: false,
             readiness_timeout_seconds: None,

@@ -91,6 +91,20 @@ const UNDER_WAY: &[&str] = &[
     "Stopping",
 ];
 
+/// Whether two image URIs name the same bytes: the same URI, or two
+/// workers' store URLs of one digest (`…/images/sha256/<hex>/…`, see
+/// `services/worker/src/images/`): an update one worker started is found
+/// by another.
+fn same_image(a: &str, b: &str) -> bool {
+    a == b || matches!((store_digest(a), store_digest(b)), (Some(x), Some(y)) if x == y)
+}
+
+fn store_digest(uri: &str) -> Option<&str> {
+    let (_, rest) = uri.split_once("/images/sha256/")?;
+    let hex = rest.get(..64)?;
+    hex.bytes().all(|b| b.is_ascii_hexdigit()).then_some(hex)
+}
+
 /// The update of `request` the BMC runs now: a task under way whose
 /// payload asked for the same image on the same members. Redfish keeps the
 /// request a task came from (`Payload.JsonBody`); a BMC that keeps none
@@ -121,7 +135,11 @@ pub async fn in_progress(
         asked.sort();
         let mut wanted = uris.clone();
         wanted.sort();
-        if body["ImageURI"].as_str() == Some(request.image_uri.as_str()) && asked == wanted {
+        if body["ImageURI"]
+            .as_str()
+            .is_some_and(|uri| same_image(uri, &request.image_uri))
+            && asked == wanted
+        {
             tracing::info!(task = %id, image = %request.image_uri, "found the update under way");
             return Ok(Some(FirmwareJob {
                 task: id,

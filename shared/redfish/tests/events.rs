@@ -33,6 +33,8 @@ impl Env {
             compute: 1,
             nvswitch: 0,
             powershelf: 1,
+            // Updates name images no origin serves: the update API alone.
+            fetch_images: false,
             ..SimConfig::default()
         })
         .await

@@ -45,6 +45,8 @@ impl Env {
                 scope: ProfileScope::All,
                 profile,
             }],
+            // Updates name images no origin serves: the update API alone.
+            fetch_images: false,
             ..SimConfig::default()
         })
         .await

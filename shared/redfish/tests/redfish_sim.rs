@@ -36,6 +36,8 @@ impl Env {
             compute: 2,
             nvswitch: 2,
             powershelf: 2,
+            // Updates name images no origin serves: the update API alone.
+            fetch_images: false,
             ..SimConfig::default()
         })
         .await

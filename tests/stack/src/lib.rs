@@ -396,14 +396,77 @@ impl Stack {
         }
     }
 
+    /// Puts `bytes` on the simulator's firmware origin as `name`
+    /// (`services/rack-sim/src/origin.rs`); its URL and `sha256:` digest.
+    pub async fn origin_file(&self, name: &str, bytes: Vec<u8>) -> (String, String) {
+        let admin = self.sim().admin_url();
+        let put: serde_json::Value = reqwest::Client::new()
+            .put(format!("{admin}/admin/v1/files/{name}"))
+            .body(bytes)
+            .send()
+            .await
+            .expect("the origin takes the file")
+            .json()
+            .await
+            .expect("the origin answers JSON");
+        let digest = put["digest"].as_str().expect("a digest").to_owned();
+        (format!("{admin}/files/{name}"), digest)
+    }
+
+    /// A task's firmware images (`{"Compute": {"image_uri": …, "version":
+    /// …}, …}`, or a request holding them under `firmware`) served from the
+    /// simulator's origin: each image's file — named as its URI's last
+    /// segment, its bytes derived from that name — is put there, and the
+    /// image names its URL there and the digest of those bytes.
+    pub async fn served_images(&self, mut request: serde_json::Value) -> serde_json::Value {
+        let map = if request.get("firmware").is_some() {
+            &mut request["firmware"]
+        } else {
+            &mut request
+        };
+        let Some(images) = map.as_object_mut() else {
+            return request;
+        };
+        for image in images.values_mut() {
+            let uri = image["image_uri"].as_str().unwrap_or_default().to_owned();
+            let name = uri
+                .split(['?', '#'])
+                .next()
+                .unwrap_or_default()
+                .rsplit('/')
+                .next()
+                .unwrap_or("image.bin")
+                .to_owned();
+            let bytes = format!("firmware image {name}\n").repeat(32).into_bytes();
+            let (url, digest) = self.origin_file(&name, bytes).await;
+            image["image_uri"] = serde_json::Value::String(url);
+            image["digest"] = serde_json::Value::String(digest);
+        }
+        request
+    }
+
     /// Starts another worker against the simulator, on a connection of its
     /// own.
     pub async fn start_worker(&mut self) {
         let stop = CancellationToken::new();
-        let (client, registry, config, token) = (
+        let mut config = self.worker_config.clone();
+        if config.images.is_none() {
+            // Each worker serves BMCs from a store of its own on loopback;
+            // the stack's workers share its directory, as workers on one
+            // host may.
+            config.images = Some(
+                flow_worker::images::ImageStore::start(flow_worker::images::ImageStoreConfig {
+                    dir: self.nats.store_dir().with_file_name("images"),
+                    listen: std::net::SocketAddr::from(([127, 0, 0, 1], 0)),
+                    url: None,
+                })
+                .await
+                .expect("the worker's image store starts"),
+            );
+        }
+        let (client, registry, token) = (
             self.connect("flow-worker").await,
             sim_registry(self.sim()),
-            self.worker_config.clone(),
             stop.clone(),
         );
         let handle = tokio::spawn(async move {

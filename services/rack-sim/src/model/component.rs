@@ -48,6 +48,8 @@ pub struct Command {
     pub kind: CommandKind,
     /// Its argument.
     pub value: String,
+    /// For an update: what the BMC received for its image.
+    pub fetched: Option<crate::origin::Fetched>,
 }
 
 /// One simulated component.
@@ -137,7 +139,16 @@ impl Component {
             at,
             kind,
             value: value.into(),
+            fetched: None,
         });
+    }
+
+    /// Logs an accepted update and what its BMC received for the image.
+    pub fn record_update(&mut self, at: Instant, image_uri: &str, fetched: crate::origin::Fetched) {
+        self.record(at, CommandKind::Update, image_uri);
+        if let Some(last) = self.commands.last_mut() {
+            last.fetched = Some(fetched);
+        }
     }
 
     /// Logs a request the BMC refused or failed.

@@ -414,12 +414,14 @@ impl Rack {
     /// # Errors
     ///
     /// [`UpdateRefused::Busy`] when a running task updates one of them.
+    #[allow(clippy::too_many_arguments)]
     pub fn start_update(
         &mut self,
         i: usize,
         image_uri: &str,
         version: String,
         targets: Vec<&'static str>,
+        fetched: Option<Result<crate::origin::Fetched, String>>,
         now: Instant,
         ctx: Ctx<'_>,
     ) -> Result<u32, UpdateRefused> {
@@ -436,7 +438,16 @@ impl Rack {
         let id = c.add_task(|id| {
             UpdateTask::new(id, image_uri.to_owned(), version, targets, now, duration)
         });
-        c.record(now, CommandKind::Update, image_uri);
+        match fetched {
+            None => c.record(now, CommandKind::Update, image_uri),
+            Some(Ok(f)) => c.record_update(now, image_uri, f),
+            Some(Err(message)) => {
+                c.record(now, CommandKind::Update, image_uri);
+                if let Some(task) = c.tasks.iter_mut().find(|t| t.id == id) {
+                    task.fail(now, message);
+                }
+            }
+        }
         Ok(id)
     }
 
@@ -514,6 +525,10 @@ mod tests {
                 "http://i/bmc-1.0.bin",
                 "1.0".into(),
                 vec!["FW_BMC_0"],
+                Some(Ok(crate::origin::Fetched {
+                    digest: crate::origin::sha256(b"bmc-1.0"),
+                    bytes: 7,
+                })),
                 t1,
                 ctx,
             )

@@ -217,7 +217,7 @@ async fn serve(bmc: &Bmc, request: Request) -> Result<Response, RedfishError> {
             reset(bmc, &path, &body)
         }
         Route::DpuReset => system::dpu_reset(bmc, &body),
-        Route::SimpleUpdate => simple_update(bmc, &body),
+        Route::SimpleUpdate => simple_update(bmc, &body).await,
         _ => Err(RedfishError::MethodNotAllowed {
             uri: path,
             method,
@@ -338,9 +338,21 @@ fn reset(bmc: &Bmc, path: &str, body: &[u8]) -> Result<Response, RedfishError> {
     Ok(reset::accepted(world.vendor(bmc.at)))
 }
 
-fn simple_update(bmc: &Bmc, body: &[u8]) -> Result<Response, RedfishError> {
+async fn simple_update(bmc: &Bmc, body: &[u8]) -> Result<Response, RedfishError> {
     let world = &bmc.world;
     let request = update::parse_request(body, world.kind(bmc.at).profile())?;
+    // The BMC fetches the image before its task starts: what it received
+    // (its digest) is kept with the command; a fetch that fails fails the
+    // task.
+    let fetched = if world.config().fetch_images {
+        Some(crate::origin::fetch(&world.fetcher, &request.image_uri).await)
+    } else {
+        None
+    };
+    let digest = fetched
+        .as_ref()
+        .and_then(|f| f.as_ref().ok())
+        .map(|f| f.digest.clone());
     let (id, task) = world.change(bmc.at, |rack, i, now, ctx| {
         let id = rack
             .start_update(
@@ -348,6 +360,7 @@ fn simple_update(bmc: &Bmc, body: &[u8]) -> Result<Response, RedfishError> {
                 &request.image_uri,
                 request.version.clone(),
                 request.targets.clone(),
+                fetched.clone(),
                 now,
                 ctx,
             )
@@ -369,6 +382,7 @@ fn simple_update(bmc: &Bmc, body: &[u8]) -> Result<Response, RedfishError> {
         task = id,
         image_uri = %request.image_uri,
         version = %request.version,
+        digest = digest.as_deref().unwrap_or("not fetched"),
         "update accepted"
     );
     let mut response = json_response(StatusCode::ACCEPTED, &task);

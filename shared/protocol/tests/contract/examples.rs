@@ -266,6 +266,11 @@ fn full_submit() -> TaskSubmit {
                 image_uri: "http://images/compute-2.0.bin".into(),
                 version: Some("2.0".into()),
                 sub_targets: vec![SubTarget::Bmc, SubTarget::Bios],
+                digest: Some(
+                    "sha256:9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+                        .into(),
+                ),
+                size: Some(1_048_576),
             },
         ),
         (
@@ -274,6 +279,8 @@ fn full_submit() -> TaskSubmit {
                 image_uri: "http://images/switch.bin".into(),
                 version: None,
                 sub_targets: Vec::new(),
+                digest: None,
+                size: None,
             },
         ),
     ]
@@ -293,6 +300,21 @@ fn full_submit() -> TaskSubmit {
 /// A submission with every option at its default.
 fn plain_submit() -> TaskSubmit {
     TaskSubmit::new("req-2".into(), power_on(), vec![rack_ref()])
+}
+
+/// A firmware submission naming a published bundle.
+fn bundle_submit() -> TaskSubmit {
+    let mut s = TaskSubmit::new(
+        "req-3".into(),
+        OperationCode::Firmware(FirmwareOperation::Upgrade),
+        vec![rack_ref()],
+    );
+    s.bundle = Some(flow_protocol::firmware::TaskBundle {
+        name: "gb200-fw".into(),
+        version: "2026.11".into(),
+        sub_targets: vec![SubTarget::Nvos],
+    });
+    s
 }
 
 fn forced_submit() -> TaskSubmit {
@@ -1090,7 +1112,12 @@ pub fn catalog() -> Catalog {
         }],
     );
     c.add::<ep::TaskSubmit>(
-        vec![full_submit(), plain_submit(), forced_submit()],
+        vec![
+            full_submit(),
+            plain_submit(),
+            forced_submit(),
+            bundle_submit(),
+        ],
         vec![TaskSubmitReply {
             results: outcomes(),
         }],
