@@ -2,7 +2,7 @@
 //! and demos (`PUT /admin/v1/files/<name>`, `GET /files/<name>` on the
 //! admin listener), and the fetch a BMC makes of the image URI a
 //! SimpleUpdate names — hashed as it comes, so the admin state shows which
-//! bytes each update received (`docs/simulator` in `docs/hardware.md`).
+//! bytes each update received (`docs/firmware.md`, "Verified bytes only").
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
