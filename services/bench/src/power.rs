@@ -106,6 +106,10 @@ pub struct RowPeak {
 pub struct PowerRun {
     /// Tasks by final status.
     pub statuses: BTreeMap<String, usize>,
+    /// Each task that did not complete: `rack status: why` (at most
+    /// [`MAX_FAILURES_KEPT`]), so a failure is explained in the report.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub failures: Vec<String>,
     /// First task created → last finished, seconds.
     pub makespan_s: f64,
     /// Its ideal, seconds.
@@ -520,11 +524,25 @@ async fn measure(
     let secs = makespan.as_secs_f64();
     Ok(PowerRun {
         statuses,
+        failures: failures(&listed),
         makespan_s: secs,
         ideal_s: ideal_total.as_secs_f64(),
         ratio: secs / ideal_total.as_secs_f64().max(f64::EPSILON),
         rows: peaks,
     })
+}
+
+/// The failures a report keeps (the rest are counted in its statuses).
+pub const MAX_FAILURES_KEPT: usize = 20;
+
+/// Each task of `listed` that did not complete, with its reason.
+fn failures(listed: &[flow_protocol::task::TaskSummary]) -> Vec<String> {
+    listed
+        .iter()
+        .filter(|t| t.status != flow_protocol::TaskStatus::Completed)
+        .take(MAX_FAILURES_KEPT)
+        .map(|t| format!("{} {}: {}", t.rack, t.status, t.message))
+        .collect()
 }
 
 /// Components per rack by type (racks are alike).
@@ -565,6 +583,9 @@ pub fn table(r: &PowerReport) -> String {
             "{name}: makespan {:.1} s, ideal {:.1} s, ratio {:.2}, tasks {:?}\n",
             run.makespan_s, run.ideal_s, run.ratio, run.statuses
         ));
+        for failure in &run.failures {
+            out.push_str(&format!("  not completed: {failure}\n"));
+        }
         out.push_str("  ROW      RACKS  STEADY KW  BUDGET KW  PEAK KW  TRIPS\n");
         for row in &run.rows {
             out.push_str(&format!(

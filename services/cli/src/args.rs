@@ -710,6 +710,10 @@ pub enum FirmwareAction {
     Downgrade,
     /// `rollback`.
     Rollback,
+    /// `restore --snapshot <task>`: bring the components of a firmware
+    /// task back to the versions it recorded before it ran, from the
+    /// catalog's bundles (a downgrade).
+    Restore,
 }
 
 impl FirmwareAction {
@@ -720,6 +724,7 @@ impl FirmwareAction {
             FirmwareAction::Upgrade => F::Upgrade,
             FirmwareAction::Downgrade => F::Downgrade,
             FirmwareAction::Rollback => F::Rollback,
+            FirmwareAction::Restore => F::Downgrade,
         })
     }
 }
@@ -749,10 +754,15 @@ pub struct FirmwareArgs {
     /// each needs its --sha256).
     #[arg(
         long = "image",
-        required_unless_present = "bundle",
-        conflicts_with = "bundle"
+        required_unless_present_any = ["bundle", "snapshot"],
+        conflicts_with_all = ["bundle", "snapshot"]
     )]
     pub images: Vec<String>,
+    /// With `restore`: the firmware task whose snapshot to restore (the
+    /// versions its components had before it ran); --rack names its rack,
+    /// as a check of what is about to change.
+    #[arg(long, conflicts_with = "bundle")]
+    pub snapshot: Option<String>,
     /// The digest of each --image: `<type>=sha256:<64 hex digits>`
     /// (repeatable). BMCs are given only bytes Flow verified against it.
     #[arg(long = "sha256")]

@@ -14,6 +14,7 @@ mod out;
 mod plan;
 mod power;
 mod remote;
+mod restore;
 mod rule;
 mod run;
 mod schedule;

@@ -16,7 +16,7 @@ use flow_protocol::{ComponentOutcome, TaskStatus};
 use flow_rules::{ComponentType, OperationCode};
 
 use crate::Outcome;
-use crate::args::{FirmwareArgs, PowerArgs, TargetArgs, TaskCommand};
+use crate::args::{FirmwareAction, FirmwareArgs, PowerArgs, TargetArgs, TaskCommand};
 use crate::out::outln;
 use crate::remote::{Output, fail};
 use crate::watch::watch;
@@ -273,6 +273,11 @@ pub(crate) fn power_request(args: &PowerArgs) -> Result<TaskSubmit, ClientError>
 
 /// The request `flow firmware <action> --image type=uri@version` submits.
 pub(crate) fn firmware_request(args: &FirmwareArgs) -> Result<TaskSubmit, ClientError> {
+    if args.action == FirmwareAction::Restore || args.snapshot.is_some() {
+        return Err(bad(
+            "a restore is planned from its snapshot when it runs: use flow firmware restore --snapshot <task> (it cannot be scheduled or rolled out)".to_owned(),
+        ));
+    }
     let mut images = BTreeMap::new();
     for spec in &args.images {
         let (t, rest) = spec
@@ -387,6 +392,12 @@ pub async fn power(settings: &Settings, out: Output, args: &PowerArgs) -> Outcom
 
 /// `flow firmware <action> --image type=uri@version`.
 pub async fn firmware(settings: &Settings, out: Output, args: &FirmwareArgs) -> Outcome {
+    if args.action == FirmwareAction::Restore {
+        return match crate::restore::request(settings, args).await {
+            Ok(body) => submit(settings, out, &args.target, body).await,
+            Err(e) => fail(e),
+        };
+    }
     match firmware_request(args) {
         Ok(body) => submit(settings, out, &args.target, body).await,
         Err(e) => fail(e),

@@ -1120,3 +1120,194 @@ async fn firmware_bundles_are_published_once_never_changed_listed_shown_and_reti
     );
     env.stop().await;
 }
+
+/// The versions the simulator reports, by component: its main firmware.
+fn main_versions(stack: &Stack) -> std::collections::BTreeMap<String, String> {
+    stack.sim().state().racks[0]
+        .components
+        .iter()
+        .filter(|c| c.kind != flow_rack_sim::ComponentKind::PowerShelf)
+        .map(|c| {
+            let member = if c.name.starts_with("compute") {
+                "FW_BMC_0"
+            } else {
+                "FW_NVOS_0"
+            };
+            (c.name.clone(), c.firmware[member].clone())
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_firmware_task_keeps_a_snapshot_and_a_restore_brings_the_rack_back_to_it() {
+    use serde_json::json;
+    let env = Env(Stack::builder()
+        .simulator(flow_rack_sim::SimConfig {
+            initial_power: flow_rack_sim::InitialPower::On,
+            time_scale: 0.01,
+            compute: 2,
+            nvswitch: 1,
+            powershelf: 1,
+            ..flow_rack_sim::SimConfig::default()
+        })
+        .workers(1)
+        .start()
+        .await);
+    let stack = &env.0;
+    stack.ok("rule.create", json!({"name": "fw", "operation_type": "firmware_control", "operation": "upgrade",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}},
+            {"component_type": "nvswitch", "stage": 2,
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}}]}})).await;
+    stack.ok("rule.create", json!({"name": "fw down", "operation_type": "firmware_control", "operation": "downgrade",
+        "is_default": true, "definition": {"steps": [
+            {"component_type": "compute", "stage": 1,
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}},
+            {"component_type": "nvswitch", "stage": 2,
+             "main_operation": {"name": "FirmwareControl", "parameters": {"poll_interval": "100ms", "poll_timeout": "20s"}}}]}})).await;
+    let before = main_versions(stack);
+    let compute_old = before["compute-01"].clone();
+    assert_eq!(before["compute-02"], compute_old);
+    let switch_old = before["nvswitch-01"].clone();
+
+    // The catalog: the compute trays' present version (published earlier,
+    // now retired), and a new release of both types. No bundle holds the
+    // switch tray's present version.
+    let image = |name: String| async move {
+        let bytes = format!("firmware {name}\n").repeat(32).into_bytes();
+        let size = bytes.len();
+        let (url, digest) = stack.origin_file(&name, bytes).await;
+        (url, digest, size)
+    };
+    let (url, digest, size) = image(format!("compute-{compute_old}.bin")).await;
+    stack.ok("firmware_bundle.publish", json!({"name": "gb200-fw", "version": "2026.05", "images": [
+        {"component_type": "Compute", "version": compute_old, "url": url, "digest": digest, "size": size}]})).await;
+    stack
+        .ok(
+            "firmware_bundle.retire",
+            json!({"name": "gb200-fw", "version": "2026.05"}),
+        )
+        .await;
+    let (c_url, c_digest, c_size) = image("compute-26.09.bin".into()).await;
+    let (s_url, s_digest, s_size) = image("nvos-26.09.bin".into()).await;
+    stack.ok("firmware_bundle.publish", json!({"name": "gb200-fw", "version": "2026.09", "images": [
+        {"component_type": "Compute", "version": "26.09", "url": c_url, "digest": c_digest, "size": c_size},
+        {"component_type": "NVSwitch", "version": "26.09", "url": s_url, "digest": s_digest, "size": s_size}]})).await;
+
+    // The upgrade, through the CLI: it keeps what each tray had.
+    let reply = env
+        .json(&[
+            "firmware",
+            "upgrade",
+            "--rack",
+            "rack-01",
+            "--bundle",
+            "gb200-fw@2026.09",
+        ])
+        .await;
+    let upgrade = reply["results"][0]["task_id"].as_str().unwrap().to_owned();
+    let done = stack.finish(&upgrade).await;
+    assert_eq!(done["status"], "completed", "{done:#}");
+    let after = main_versions(stack);
+    assert!(after.values().all(|v| v == "26.09"), "{after:?}");
+    let snapshot = stack.ok("task.get", json!({"id": upgrade})).await["firmware_snapshot"].clone();
+    assert_eq!(
+        snapshot,
+        json!([
+            {"component": "compute-01", "component_type": "Compute", "version": compute_old},
+            {"component": "compute-02", "component_type": "Compute", "version": compute_old},
+            {"component": "nvswitch-01", "component_type": "NVSwitch", "version": switch_old},
+        ]),
+    );
+
+    // The preview names what it restores and what it cannot, and changes
+    // nothing.
+    let out = env
+        .flow(&[
+            "firmware",
+            "restore",
+            "--snapshot",
+            &upgrade,
+            "--rack",
+            "rack-01",
+            "--plan",
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(
+        err.contains(&format!(
+            "restore: rack-01/compute-01 to {compute_old} (bundle gb200-fw 2026.05)"
+        )) && err.contains(&format!(
+            "left alone: rack-01/nvswitch-01 (had {switch_old}): no bundle"
+        )) && err.contains(&format!("holds a NVSwitch image of version {switch_old}")),
+        "{err}"
+    );
+    let preview = String::from_utf8_lossy(&out.stdout);
+    assert!(preview.contains("would create a task"), "{preview}");
+    let out = env
+        .flow(&[
+            "firmware",
+            "restore",
+            "--snapshot",
+            &upgrade,
+            "--rack",
+            "rack-02",
+            "--plan",
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        stderr(&out).contains("ran on rack-01, not rack-02"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(main_versions(stack), after, "a preview changes nothing");
+
+    // Run: the compute trays go back, the switch tray is left alone.
+    let out = env
+        .flow(&[
+            "--json",
+            "firmware",
+            "restore",
+            "--snapshot",
+            &upgrade,
+            "--rack",
+            "rack-01",
+        ])
+        .await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let reply: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let restore = reply["results"][0]["task_id"].as_str().unwrap().to_owned();
+    let done = stack.finish(&restore).await;
+    assert_eq!(done["status"], "completed", "{done:#}");
+    assert_eq!(done["operation"], "downgrade");
+    let restored = main_versions(stack);
+    assert_eq!(restored["compute-01"], compute_old);
+    assert_eq!(restored["compute-02"], compute_old);
+    assert_eq!(restored["nvswitch-01"], "26.09", "left alone");
+
+    // A task that flashed nothing kept no snapshot.
+    let power = env.json(&["power", "on", "--rack", "rack-01"]).await;
+    let power = power["results"][0]["task_id"].as_str().unwrap().to_owned();
+    stack.finish(&power).await;
+    let out = env
+        .flow(&[
+            "firmware",
+            "restore",
+            "--snapshot",
+            &power,
+            "--rack",
+            "rack-01",
+            "--plan",
+        ])
+        .await;
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        stderr(&out).contains("kept no firmware snapshot"),
+        "{}",
+        stderr(&out)
+    );
+    env.stop().await;
+}

@@ -447,6 +447,8 @@ impl TaskService {
             .collect();
         prepared.versions =
             flow_decisions::versions::changes(operation, &planned, &installed, &firmware);
+        let firmware_snapshot =
+            flow_decisions::restore::snapshot(&resolution.definition, &planned, &installed);
         if !request.allow_version_change {
             let problems =
                 flow_decisions::versions::wrong_way_problems(operation, &prepared.versions);
@@ -479,6 +481,7 @@ impl TaskService {
             description: request.description.clone(),
             rule: resolution.reply.clone(),
             origin,
+            firmware_snapshot,
         };
         let queue_timeout = match request.conflict {
             ConflictStrategy::Reject => None,

@@ -12,7 +12,9 @@
 //!   steps, or with no step for any targeted type, is refused ("nothing to
 //!   do" is an error, not a success).
 //! * [`images`] checks a firmware task's images against its plan before
-//!   anything is flashed; [`versions`] compares installed and new versions.
+//!   anything is flashed (or resolves them from a bundle); [`versions`]
+//!   compares installed and new versions; [`restore`] takes a firmware
+//!   task's snapshot and plans the restore that brings it back.
 //! * [`calendar`] computes schedule firings and maintenance windows in a
 //!   time zone; [`rollout`] orders a run's targets into phases and decides
 //!   its gates; [`events`] matches events to event rules.
@@ -27,6 +29,7 @@ pub mod events;
 pub mod images;
 pub mod lifecycle;
 pub mod plan;
+pub mod restore;
 pub mod rollout;
 pub mod versions;
 

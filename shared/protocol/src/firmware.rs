@@ -226,6 +226,20 @@ impl std::fmt::Display for TaskBundle {
     }
 }
 
+/// One component's firmware version as a firmware task found it: the
+/// task's snapshot, taken at submission before anything changed (what
+/// `flow firmware restore` brings a component back to).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct InstalledVersion {
+    /// The component's name.
+    pub component: String,
+    /// Its type.
+    pub component_type: ComponentType,
+    /// The version of its main firmware the inventory recorded (empty: not
+    /// known).
+    pub version: String,
+}
+
 /// `firmware_bundle.list`: the catalog.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]

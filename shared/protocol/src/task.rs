@@ -200,6 +200,10 @@ pub struct TaskRecord {
     /// task could start at once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preempted_by: Option<crate::ids::EventId>,
+    /// A firmware task's snapshot: the version each component it was to
+    /// flash had when it was submitted (`flow firmware restore`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub firmware_snapshot: Vec<crate::firmware::InstalledVersion>,
     /// Its steps, by stage then index.
     pub steps: Vec<StepRecord>,
 }

@@ -104,15 +104,20 @@ impl Store {
         asked: Asked,
     ) -> Result<Admission, StoreError> {
         let queue = self.batches.queue(&asked.names);
-        let (tx, mut rx) = oneshot::channel();
-        push(
-            &queue,
-            Pending {
-                request: request.clone(),
-                asked: asked.clone(),
-                answer: tx,
-            },
-        );
+        // Queues this ask; the receiver of its answer.
+        let enqueue = || {
+            let (tx, rx) = oneshot::channel();
+            push(
+                &queue,
+                Pending {
+                    request: request.clone(),
+                    asked: asked.clone(),
+                    answer: tx,
+                },
+            );
+            rx
+        };
+        let mut rx = enqueue();
         loop {
             let turn = tokio::select! {
                 biased;
@@ -121,9 +126,7 @@ impl Store {
                     // Its batch was dropped undecided (the asker deciding it
                     // went away): ask again.
                     Err(_) => {
-                        let (tx, fresh) = oneshot::channel();
-                        rx = fresh;
-                        push(&queue, Pending { request: request.clone(), asked: asked.clone(), answer: tx });
+                        rx = enqueue();
                         continue;
                     }
                 },
@@ -131,18 +134,7 @@ impl Store {
             };
             match rx.try_recv() {
                 Ok(answer) => return answer.map_err(StoreError::Batch),
-                Err(oneshot::error::TryRecvError::Closed) => {
-                    let (tx, fresh) = oneshot::channel();
-                    rx = fresh;
-                    push(
-                        &queue,
-                        Pending {
-                            request: request.clone(),
-                            asked: asked.clone(),
-                            answer: tx,
-                        },
-                    );
-                }
+                Err(oneshot::error::TryRecvError::Closed) => rx = enqueue(),
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
             let batch: Vec<Pending> = {
@@ -219,7 +211,8 @@ impl Store {
                 .await?,
         );
         let mut domains = Vec::with_capacity(rows.len());
-        for (name, budget_w, max_off, spacing) in &rows {
+        for row in &rows {
+            let (name, budget_w, _, spacing) = row;
             let counted = budget_w.is_some() || spacing.is_some();
             let gap = spacing.map_or(0, |ms| ms + SPACING_SLACK_MS as i64);
             let grants = if counted {
@@ -235,18 +228,7 @@ impl Store {
                 None => None,
             };
             domains.push(Domain {
-                state: DomainState {
-                    name: name.clone(),
-                    budget_w: budget_w.map(unsigned),
-                    max_shelves_off: max_off.and_then(|n| u32::try_from(n).ok()),
-                    min_spacing_ms: spacing.map(unsigned),
-                    known_w: 0,
-                    measured_excess_w: 0,
-                    unknown_w: 0,
-                    unknown: 0,
-                    grants,
-                    shelves_off: 0,
-                },
+                state: crate::power::domain_state(row, grants),
                 counted,
                 draw,
             });

@@ -79,6 +79,23 @@ pub(crate) fn unsigned(v: i64) -> u64 {
 /// A domain's limits: name, budget W, shelves-off cap, spacing ms.
 pub(crate) type DomainRow = (String, Option<i64>, Option<i32>, Option<i64>);
 
+/// A domain's settings from its row, with `grants` and nothing yet counted.
+pub(crate) fn domain_state(row: &DomainRow, grants: Vec<Grant>) -> DomainState {
+    let (name, budget_w, max_off, spacing) = row;
+    DomainState {
+        name: name.clone(),
+        budget_w: budget_w.map(unsigned),
+        max_shelves_off: max_off.and_then(|n| u32::try_from(n).ok()),
+        min_spacing_ms: spacing.map(unsigned),
+        known_w: 0,
+        measured_excess_w: 0,
+        unknown_w: 0,
+        unknown: 0,
+        grants,
+        shelves_off: 0,
+    }
+}
+
 /// A domain's limits as shown: budget W, shelves-off cap, spacing ms, last
 /// change.
 type LimitsRow = (Option<i64>, Option<i32>, Option<i64>, OffsetDateTime);
@@ -500,19 +517,9 @@ async fn read_domains(
             .fetch_one(&mut *conn)
             .await?;
     let mut states = Vec::with_capacity(rows.len());
-    for (name, budget_w, max_off, spacing) in &rows {
-        let mut state = DomainState {
-            name: name.clone(),
-            budget_w: budget_w.map(unsigned),
-            max_shelves_off: max_off.and_then(|n| u32::try_from(n).ok()),
-            min_spacing_ms: spacing.map(unsigned),
-            known_w: 0,
-            measured_excess_w: 0,
-            unknown_w: 0,
-            unknown: 0,
-            grants: Vec::new(),
-            shelves_off: 0,
-        };
+    for row in &rows {
+        let (name, budget_w, max_off, spacing) = row;
+        let mut state = domain_state(row, Vec::new());
         if inrush && (budget_w.is_some() || spacing.is_some()) {
             if budget_w.is_some() {
                 let except = (request.rack.as_str(), request.component.as_str());

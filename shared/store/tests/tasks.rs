@@ -90,6 +90,7 @@ impl Env {
                 definition: Self::rule().to_json_value(),
             },
             origin: Origin::Request,
+            firmware_snapshot: Vec::new(),
         }
     }
 

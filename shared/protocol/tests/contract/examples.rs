@@ -441,6 +441,15 @@ fn task_record(finished: bool) -> TaskRecord {
             Vec::new()
         },
         preempted_by: finished.then(EventId::new),
+        firmware_snapshot: if finished {
+            vec![flow_protocol::firmware::InstalledVersion {
+                component: "compute-01".into(),
+                component_type: ComponentType::Compute,
+                version: "25.06-2".into(),
+            }]
+        } else {
+            Vec::new()
+        },
         steps: vec![
             step_record(StepStatus::Failed, true),
             step_record(StepStatus::Pending, false),

@@ -41,6 +41,8 @@ pub struct NewTask {
     pub rule: ResolveReply,
     /// What submitted it.
     pub origin: Origin,
+    /// A firmware task's snapshot: each component's version before it ran.
+    pub firmware_snapshot: Vec<flow_protocol::firmware::InstalledVersion>,
 }
 
 /// What submitted a task.
@@ -265,9 +267,10 @@ impl TaskTx {
              status, rule_id, rule_revision, rule_source, rule_name, rule_snapshot, components, \
              firmware, current_stage, message, cancel_requested_at, started_at, finished_at, \
              queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, \
-             not_after, schedule_id, run_id, event_id, power_domains) VALUES ($1, $2, $3, $4, $5, $6, \
-             $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, CASE WHEN $17 THEN now() END, $18, $19, \
-             $20, $21, $22, $23, $24, $25, $26, $27, $28, $29)",
+             not_after, schedule_id, run_id, event_id, power_domains, firmware_snapshot) VALUES ($1, \
+             $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, \
+             CASE WHEN $17 THEN now() END, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, \
+             $29, $30)",
         )
         .bind(state.id.as_uuid())
         .bind(&new.request_id)
@@ -312,6 +315,7 @@ impl TaskTx {
                 .map(DomainName::as_str)
                 .collect::<Vec<_>>(),
         )
+        .bind(serde_json::to_value(&new.firmware_snapshot).map_err(encode)?)
         .execute(self.conn().await?)
         .await?;
         for step in &state.steps {

@@ -28,7 +28,7 @@ macro_rules! task_columns {
          rule_revision, rule_source, rule_name, rule_snapshot, components, firmware, \
          current_stage, message, cancel_requested_at, created_at, started_at, finished_at, \
          queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, not_after, \
-         schedule_id, run_id, event_id, power_domains, preempted_by"
+         schedule_id, run_id, event_id, power_domains, preempted_by, firmware_snapshot"
     };
 }
 pub(crate) use task_columns;
@@ -75,6 +75,7 @@ pub(crate) struct TaskRow {
     pub event_id: Option<Uuid>,
     pub power_domains: Vec<String>,
     pub preempted_by: Option<Uuid>,
+    pub firmware_snapshot: Value,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -259,6 +260,8 @@ impl TaskRow {
             event_id: self.event_id.map(flow_protocol::EventId),
             power_waits: Vec::new(),
             preempted_by: self.preempted_by.map(flow_protocol::EventId),
+            firmware_snapshot: serde_json::from_value(self.firmware_snapshot)
+                .map_err(|e| corrupt(&what, e))?,
             steps: steps
                 .into_iter()
                 .map(|s| s.into_record(&what))
