@@ -727,7 +727,7 @@ fn read_inventory(path: &Path, racks: usize) -> anyhow::Result<Vec<RackSpec>> {
 }
 
 /// Runs one statement on the admin database.
-async fn admin_sql(url: &str, sql: &str) -> anyhow::Result<()> {
+pub(crate) async fn admin_sql(url: &str, sql: &str) -> anyhow::Result<()> {
     use sqlx::Connection;
     let mut conn = tokio::time::timeout(Duration::from_secs(5), sqlx::PgConnection::connect(url))
         .await
@@ -740,7 +740,7 @@ async fn admin_sql(url: &str, sql: &str) -> anyhow::Result<()> {
 }
 
 /// The same server URL with another database.
-fn with_database(url: &str, name: &str) -> String {
+pub(crate) fn with_database(url: &str, name: &str) -> String {
     let (base, query) = match url.split_once('?') {
         Some((b, q)) => (b, Some(q)),
         None => (url, None),

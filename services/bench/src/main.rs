@@ -24,6 +24,7 @@ mod cluster;
 mod cost;
 mod cpu;
 mod drill;
+mod history;
 mod ideal;
 mod leak;
 mod measure;
@@ -185,6 +186,26 @@ enum Command {
         /// row's budget allows.
         #[arg(long, default_value_t = 0.6)]
         fraction: f64,
+    },
+    /// A simulated year of a site's daily schedule (generated rows) in a
+    /// fresh database: rows, table sizes and task.list/task.get latency
+    /// before and after the retention pass.
+    History {
+        /// Racks (one task per rack per day).
+        #[arg(long, default_value_t = 100)]
+        racks: u32,
+        /// Days of history.
+        #[arg(long, default_value_t = 365)]
+        days: u32,
+        /// Operators' audit records per day.
+        #[arg(long, default_value_t = 20)]
+        audit_per_day: u32,
+        /// Detail kept, days.
+        #[arg(long, default_value_t = 90)]
+        keep_detail_days: u64,
+        /// Audit records kept, days.
+        #[arg(long, default_value_t = 400)]
+        keep_audit_days: u64,
     },
     /// Power-cycle racks under faults and check nothing was lost.
     Drill {
@@ -388,6 +409,39 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
                 bail!("the rollout did not hold: {r:?}");
             }
             Ok(())
+        }
+        Command::History {
+            racks,
+            days,
+            audit_per_day,
+            keep_detail_days,
+            keep_audit_days,
+        } => {
+            let spec = history::HistorySpec {
+                racks,
+                days,
+                audit_per_day,
+                keep_detail_days,
+                keep_audit_days,
+            };
+            let work = work_dir(&cli.tools, "history");
+            eprintln!("== history: a simulated year, then retention");
+            let name = format!("flow_bench_{}", uuid::Uuid::new_v4().simple());
+            cluster::admin_sql(
+                &cli.tools.database_url,
+                &format!("CREATE DATABASE \"{name}\""),
+            )
+            .await?;
+            let url = cluster::with_database(&cli.tools.database_url, &name);
+            let r = history::run(&url, &work.join("archive"), &spec).await;
+            cluster::admin_sql(
+                &cli.tools.database_url,
+                &format!("DROP DATABASE \"{name}\" WITH (FORCE)"),
+            )
+            .await?;
+            let r = r?;
+            eprintln!("{}", history::table(&r));
+            publish(&cli.tools, &work, &r)
         }
         Command::Power {
             racks,

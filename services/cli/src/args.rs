@@ -78,10 +78,55 @@ pub enum Command {
     /// role over racks by name, by label, or all.
     #[command(subcommand)]
     Access(AccessCommand),
+    /// Administration: the history archive.
+    #[command(subcommand)]
+    Admin(AdminCommand),
     /// Firmware bundles: named, versioned sets of images with sha256
     /// digests, immutable once published.
     #[command(subcommand)]
     Bundle(BundleCommand),
+}
+
+/// `flow audit …`.
+#[derive(Debug, Subcommand)]
+pub enum AuditCommand {
+    /// Check the audit log's hash chain: every archived segment in order,
+    /// then every live record against its seal. Exits 1 naming each break.
+    Verify,
+}
+
+/// `flow admin …`.
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// The history archive: segments of finished tasks' detail, audit
+    /// records and schedule firings moved out of the database.
+    #[command(subcommand)]
+    Archive(ArchiveCommand),
+}
+
+/// `flow admin archive …`.
+#[derive(Debug, Subcommand)]
+pub enum ArchiveCommand {
+    /// The segments, by kind then time written.
+    List {
+        /// Only this kind: tasks, audit, events or firings.
+        #[arg(long)]
+        kind: Option<String>,
+    },
+    /// A segment's manifest, or one archived task with its steps.
+    Show {
+        /// The segment (`tasks-20261207T180000Z-1a2b3c4d`).
+        segment: String,
+        /// Only this task's record, as `task show` showed it.
+        #[arg(long)]
+        task: Option<String>,
+    },
+    /// Check segments against their manifests (size, sha256, record count)
+    /// and the audit chain across them. Exits 1 naming each problem.
+    Verify {
+        /// Only this segment.
+        segment: Option<String>,
+    },
 }
 
 /// `flow bundle …`.
@@ -1144,7 +1189,11 @@ pub struct RackArg {
 
 /// `flow audit`.
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct AuditArgs {
+    /// `flow audit verify`; without it, the records.
+    #[command(subcommand)]
+    pub command: Option<AuditCommand>,
     /// Only records since this: a duration back from now (`1h`, `30m`,
     /// Go syntax) or an RFC 3339 time.
     #[arg(long)]

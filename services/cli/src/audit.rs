@@ -78,6 +78,9 @@ fn subject(r: &AuditRecord) -> String {
 
 /// `flow audit`.
 pub async fn audit(settings: &Settings, out: Output, a: &AuditArgs) -> Outcome {
+    if let Some(crate::args::AuditCommand::Verify) = a.command {
+        return crate::archive::audit_verify(settings, out).await;
+    }
     let result = async {
         let request = request(a, OffsetDateTime::now_utc())?;
         let client = crate::remote::connect(settings).await?;

@@ -4,6 +4,7 @@
 //! 2 unreadable input, bad settings, usage error or no service.
 
 mod access;
+mod archive;
 mod args;
 mod audit;
 mod bmc;
@@ -94,6 +95,7 @@ async fn main() -> ExitCode {
         Command::Audit(a) => audit::audit(s, out, a).await,
         Command::Access(c) => access::access(s, out, c).await,
         Command::Bundle(c) => bundle::bundle(s, out, c).await,
+        Command::Admin(args::AdminCommand::Archive(c)) => archive::archive(s, out, c).await,
     };
     ExitCode::from(outcome as u8)
 }

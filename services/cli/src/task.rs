@@ -612,6 +612,39 @@ fn print_task(task: &TaskRecord, with_rule: bool) {
     if let Some(event) = task.preempted_by {
         outln!("Preempted: by hardware event {event} (flow event show {event})");
     }
+    if let Some(a) = &task.archived {
+        outln!(
+            "Archived:  {} — steps in segment {} (flow admin archive show {} --task {})",
+            flow_protocol::task::timestamp::format(a.at),
+            a.segment,
+            a.segment,
+            task.id
+        );
+        outln!(
+            "Summary:   {} steps, {} component results, {} not done, {} calls{}",
+            a.steps,
+            a.components,
+            a.failed,
+            a.calls,
+            a.submitted_by
+                .as_deref()
+                .map(|w| format!("; submitted by {w}"))
+                .unwrap_or_default()
+        );
+        for f in &a.failures {
+            outln!(
+                "  {:<5} {} {} {}{}",
+                f.step_index,
+                f.component_type,
+                f.component,
+                f.status.as_str(),
+                f.error
+                    .as_deref()
+                    .map(|e| format!(" ({e})"))
+                    .unwrap_or_default()
+            );
+        }
+    }
     for s in &task.steps {
         outln!("{}", step_line(s));
         let step_start = s

@@ -41,6 +41,9 @@ pub enum SchedulerError {
         /// The server's version, as it announced it.
         version: String,
     },
+    /// The history archive could not be opened.
+    #[error("the history archive cannot be opened")]
+    History(#[source] crate::history::HistoryError),
     /// A message could not be published or its ack not collected.
     #[error("publishing to JetStream failed")]
     Publish(#[source] async_nats::Error),

@@ -12,6 +12,7 @@ pub mod audit;
 pub mod background;
 pub mod error;
 pub mod events;
+pub mod history;
 pub mod identity;
 pub mod metrics;
 pub mod observations;
@@ -115,6 +116,35 @@ impl Scheduler {
         identity: IdentityMode,
         intermediaries: Vec<String>,
     ) -> Result<Scheduler, SchedulerError> {
+        Self::start_full(
+            client,
+            store,
+            topology,
+            metrics,
+            identity,
+            intermediaries,
+            None,
+        )
+        .await
+    }
+
+    /// [`Scheduler::start_identified`], keeping history as `history` says
+    /// (none: everything is kept, and `archive.*` answers that there is no
+    /// archive): [`history::History`].
+    pub async fn start_full(
+        client: async_nats::Client,
+        store: Store,
+        topology: Topology,
+        metrics: Option<metrics::SchedulerMetrics>,
+        identity: IdentityMode,
+        intermediaries: Vec<String>,
+        history: Option<history::HistoryPolicy>,
+    ) -> Result<Scheduler, SchedulerError> {
+        let history = history
+            .map(history::History::open)
+            .transpose()
+            .map_err(SchedulerError::History)?
+            .map(std::sync::Arc::new);
         if identity == IdentityMode::Verified {
             let version = client.server_info().version;
             if !identity::server_strips_forgeries(&version) {
@@ -160,7 +190,11 @@ impl Scheduler {
             }
             None => TaskService::new(store.clone(), js),
         }
-        .with_identity(identity);
+        .with_identity(identity)
+        .with_history(history.clone());
+        if let Some(history) = history {
+            loops.push(tokio::spawn(history.run(store.clone(), stop.clone())));
+        }
         loops.push(tokio::spawn(tasks.clone().run_sweeps(stop.clone())));
         loops.push(tokio::spawn(tasks.clone().run_results(stop.clone())));
         loops.push(tokio::spawn(

@@ -62,6 +62,35 @@ struct Args {
         value_delimiter = ','
     )]
     intermediaries: Vec<String>,
+    /// Where history past its retention goes (docs/operating.md, "History
+    /// and the archive"). Unset: history is kept in full.
+    #[arg(long, env = "FLOW_ARCHIVE_DIR")]
+    archive_dir: Option<PathBuf>,
+    /// How long a finished task keeps its steps and component results (and
+    /// a schedule its finished firings) before they go to the archive:
+    /// days (`90d`) or a Go duration [default: 90d].
+    #[arg(long, env = "FLOW_KEEP_DETAIL", value_parser = parse_keep)]
+    keep_detail: Option<std::time::Duration>,
+    /// How long audit records stay in the database before they are
+    /// exported to the archive as a hash chain [default: 400d].
+    #[arg(long, env = "FLOW_KEEP_AUDIT", value_parser = parse_keep)]
+    keep_audit: Option<std::time::Duration>,
+    /// How often the retention pass runs [default: 1h].
+    #[arg(long, env = "FLOW_HISTORY_EVERY", value_parser = parse_keep)]
+    history_every: Option<std::time::Duration>,
+}
+
+/// `90d`, or a Go duration (`2160h`, `30s`); `0` keeps nothing past the pass.
+fn parse_keep(text: &str) -> Result<std::time::Duration, String> {
+    if let Some(days) = text.strip_suffix('d') {
+        let days: u64 = days
+            .parse()
+            .map_err(|_| format!("{text:?} is not a number of days (90d) or a Go duration"))?;
+        return Ok(std::time::Duration::from_secs(days.saturating_mul(86_400)));
+    }
+    let d = flow_rules::duration::parse_go(text).map_err(|e| e.to_string())?;
+    d.non_negative()
+        .ok_or_else(|| format!("{text:?} must not be negative"))
 }
 
 fn parse_ack_wait(text: &str) -> Result<std::time::Duration, String> {
@@ -82,12 +111,12 @@ async fn main() -> anyhow::Result<()> {
     // is still starting (e.g. waiting for NATS).
     let shutdown = flow_telemetry::shutdown_signal();
     tokio::pin!(shutdown);
-    let args = Args::parse();
+    let mut args = Args::parse();
     let mut settings = Settings::from_env(args.config.as_deref())?;
-    if let Some(url) = args.nats_url {
+    if let Some(url) = args.nats_url.take() {
         settings.nats.url = url;
     }
-    if let Some(url) = args.database_url {
+    if let Some(url) = args.database_url.take() {
         settings.database.url = Secret::new(url);
     }
     settings.validate_nats()?;
@@ -107,15 +136,35 @@ async fn main() -> anyhow::Result<()> {
     let known_for = args
         .power_known_for
         .unwrap_or(flow_store::observed::DEFAULT_KNOWN_FOR);
+    let history = match &args.archive_dir {
+        Some(dir) => {
+            let mut policy = flow_scheduler::history::HistoryPolicy::new(dir);
+            policy.detail_for = args.keep_detail.unwrap_or(policy.detail_for);
+            policy.audit_for = args.keep_audit.unwrap_or(policy.audit_for);
+            policy.every = args.history_every.unwrap_or(policy.every);
+            tracing::info!(
+                archive = %dir.display(),
+                keep_detail_s = policy.detail_for.as_secs(),
+                keep_audit_s = policy.audit_for.as_secs(),
+                "history bounded: past retention it goes to the archive"
+            );
+            Some(policy)
+        }
+        None => {
+            tracing::warn!(
+                "no --archive-dir (FLOW_ARCHIVE_DIR): history is kept in full, and grows"
+            );
+            None
+        }
+    };
     let started = tokio::select! {
         started = start(
             &settings,
             ack_wait,
             known_for,
             metrics,
-            args.identity,
-            &args.admins,
-            &args.intermediaries,
+            &args,
+            history,
         ) => started?,
         () = &mut shutdown => {
             tracing::info!("stopped before start-up finished");
@@ -141,10 +190,10 @@ async fn start(
     ack_wait: std::time::Duration,
     known_for: std::time::Duration,
     metrics: SchedulerMetrics,
-    identity: flow_scheduler::IdentityMode,
-    admins: &[String],
-    intermediaries: &[String],
+    args: &Args,
+    history: Option<flow_scheduler::history::HistoryPolicy>,
 ) -> anyhow::Result<(Scheduler, async_nats::Client)> {
+    let (identity, admins, intermediaries) = (args.identity, &args.admins, &args.intermediaries);
     for intermediary in intermediaries {
         flow_protocol::access::check_subject(intermediary)
             .ok()
@@ -196,13 +245,14 @@ async fn start(
         placement = ?topology.placement_tags,
         "JetStream topology"
     );
-    let scheduler = Scheduler::start_identified(
+    let scheduler = Scheduler::start_full(
         client.clone(),
         store,
         topology,
         Some(metrics),
         identity,
         intermediaries.to_vec(),
+        history,
     )
     .await
     .context("cannot start the scheduler (identity, JetStream set-up or flow.api)")?;

@@ -40,6 +40,8 @@ pub struct TaskService {
     /// The verified user of the API request this service answers, whose
     /// scope its submissions are checked against.
     pub(crate) caller: Option<String>,
+    /// The history policy and its archive, when history is bounded.
+    pub(crate) history: Option<Arc<crate::history::History>>,
 }
 
 impl TaskService {
@@ -60,7 +62,14 @@ impl TaskService {
             metrics,
             identity: crate::identity::IdentityMode::Development,
             caller: None,
+            history: None,
         }
+    }
+
+    /// This service answering `archive.*` from `history`'s archive.
+    pub fn with_history(mut self, history: Option<Arc<crate::history::History>>) -> Self {
+        self.history = history;
+        self
     }
 
     /// This service knowing callers as `identity` says.

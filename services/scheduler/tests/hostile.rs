@@ -567,6 +567,30 @@ fn endpoint_cases() -> Vec<Case> {
             None,
         ),
         (
+            endpoint::AuditVerify::NAME,
+            json!({}),
+            ("verbose", json!(1)),
+            None,
+        ),
+        (
+            endpoint::ArchiveList::NAME,
+            json!({"kind": "tasks"}),
+            ("kind", json!("logs")),
+            None,
+        ),
+        (
+            endpoint::ArchiveShow::NAME,
+            json!({"segment": "tasks-20261207T180000Z-1a2b3c4d", "task": id}),
+            ("task", json!(7)),
+            Some("segment"),
+        ),
+        (
+            endpoint::ArchiveVerify::NAME,
+            json!({"segment": "tasks-20261207T180000Z-1a2b3c4d"}),
+            ("segment", json!(["x"])),
+            None,
+        ),
+        (
             endpoint::AccessGrant::NAME,
             json!({"subject": "OPS/alice", "role": "operator", "labels": {"row": "A"}}),
             ("role", json!("superuser")),
@@ -651,6 +675,7 @@ async fn every_endpoint_answers_hostile_requests_with_an_error_naming_the_field(
             endpoint::EventRuleBindings::NAME,
             endpoint::PowerDomainList::NAME,
             endpoint::PowerModelList::NAME,
+            endpoint::AuditVerify::NAME,
         ]
         .contains(&name)
         {

@@ -219,6 +219,14 @@ pub mod endpoint {
         RackPower = "rack.power" (Read): crate::power::RackPowerRequest => crate::power::RackPowerReply;
         /// Audit records, newest first (nothing can change or delete them).
         AuditList = "audit.list" (Read): crate::audit::AuditList => crate::audit::AuditListReply;
+        /// Check the audit log's hash chain: the archived segments in order, then every live record against its seal.
+        AuditVerify = "audit.verify" (Read): crate::history::AuditVerify => crate::history::AuditVerifyReply;
+        /// The archive's segments: history retention moved out of the database, each with its manifest.
+        ArchiveList = "archive.list" (Read): crate::history::ArchiveList => crate::history::ArchiveListReply;
+        /// One archive segment's manifest, or one archived task as `task.get` showed it, with its steps.
+        ArchiveShow = "archive.show" (Read): crate::history::ArchiveShow => crate::history::ArchiveShowReply;
+        /// Check archive segments against their manifests (size, sha256, records) and the audit chain across them.
+        ArchiveVerify = "archive.verify" (Read): crate::history::ArchiveVerify => crate::history::ArchiveVerifyReply;
         /// Give a verified user (or every user of an account) a role over racks by name, by label, or all.
         AccessGrant = "access.grant" (Change): crate::access::AccessGrant => crate::access::AccessGrantRecord;
         /// Remove a grant.
@@ -246,6 +254,7 @@ impl crate::audit::AuditList {
         self.check_fields()?;
         if let Some(endpoint) = &self.endpoint
             && endpoint::kind(endpoint).is_none()
+            && endpoint != crate::history::EXPIRE_ENDPOINT
         {
             return Err(ApiError::new(
                 ErrorCode::BadRequest,

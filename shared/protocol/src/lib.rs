@@ -11,6 +11,7 @@ pub mod decode;
 pub mod envelope;
 pub mod event;
 pub mod firmware;
+pub mod history;
 pub mod ids;
 pub mod jobs;
 pub mod labels;

@@ -204,6 +204,10 @@ pub struct TaskRecord {
     /// flash had when it was submitted (`flow firmware restore`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub firmware_snapshot: Vec<crate::firmware::InstalledVersion>,
+    /// Set once the task's detail went to the archive: its steps are then
+    /// empty here and this says where they are and what they came to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub archived: Option<crate::history::ArchivedDetail>,
     /// Its steps, by stage then index.
     pub steps: Vec<StepRecord>,
 }

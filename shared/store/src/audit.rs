@@ -141,7 +141,7 @@ pub(crate) async fn commit(
     Ok(())
 }
 
-async fn insert(
+pub(crate) async fn insert(
     tx: &mut Transaction<'static, Postgres>,
     entry: &AuditEntry,
     outcome: AuditOutcome,
@@ -191,7 +191,7 @@ async fn insert(
 }
 
 #[derive(sqlx::FromRow)]
-struct AuditRow {
+pub(crate) struct AuditRow {
     id: i64,
     at: OffsetDateTime,
     actor: String,
@@ -209,7 +209,48 @@ struct AuditRow {
     via: Option<String>,
 }
 
+/// The columns of [`AuditRow`], for `SELECT`s (each prefixed `a.`).
+macro_rules! audit_columns {
+    () => {
+        "a.id, a.at, a.actor, a.actor_source, a.endpoint, a.kind, a.racks, a.task_ids, a.target, \
+         a.request, a.outcome, a.message, a.reason, a.claimed_actor, a.via"
+    };
+}
+pub(crate) use audit_columns;
+
 impl AuditRow {
+    /// The record as the hash chain covers it: the fixed shape of chain
+    /// version 1 (`flow_archive::chain`), whatever columns are added later.
+    pub(crate) fn chain_record(&self) -> Value {
+        serde_json::json!({
+            "id": self.id,
+            "at": flow_archive::segment::rfc3339(self.at),
+            "actor": self.actor,
+            "actor_source": self.actor_source,
+            "claimed_actor": self.claimed_actor,
+            "via": self.via,
+            "endpoint": self.endpoint,
+            "kind": self.kind,
+            "racks": self.racks,
+            "task_ids": self.task_ids.iter().map(Uuid::to_string).collect::<Vec<_>>(),
+            "target": self.target,
+            "request": self.request.0,
+            "outcome": self.outcome,
+            "message": self.message,
+            "reason": self.reason,
+        })
+    }
+
+    /// Its id.
+    pub(crate) fn id(&self) -> i64 {
+        self.id
+    }
+
+    /// When it was written.
+    pub(crate) fn at(&self) -> OffsetDateTime {
+        self.at
+    }
+
     fn into_record(self) -> Result<AuditRecord, StoreError> {
         let corrupt = |what: &str, value: &str| StoreError::Corrupt {
             what: format!("audit record {}", self.id),

@@ -10,6 +10,7 @@ pub mod audit;
 mod error;
 pub mod events;
 pub mod firmware;
+pub mod history;
 pub mod hosts;
 pub mod observed;
 pub mod power;

@@ -75,9 +75,17 @@ pub struct StackBuilder {
     metrics: Option<SchedulerMetrics>,
     cluster: usize,
     power_known_for: Option<Duration>,
+    history: Option<flow_scheduler::history::HistoryPolicy>,
 }
 
 impl StackBuilder {
+    /// Every scheduler keeps history as `policy` says (`flow-scheduler
+    /// --archive-dir`).
+    pub fn history(mut self, policy: flow_scheduler::history::HistoryPolicy) -> Self {
+        self.history = Some(policy);
+        self
+    }
+
     /// How long the schedulers hold a read of a component's power as known
     /// (`flow-scheduler --power-known-for`).
     pub fn power_known_for(mut self, known_for: Duration) -> Self {
@@ -185,6 +193,7 @@ impl StackBuilder {
             sim,
             worker_config: self.worker.clone(),
             job_ack_wait: self.job_ack_wait,
+            history: self.history.clone(),
             js: jetstream::new(client.clone()),
             api: flow_client::Client::new(client.clone(), nats.url()),
             client,
@@ -240,6 +249,7 @@ pub struct Stack {
     sim: Option<Simulator>,
     worker_config: WorkerConfig,
     job_ack_wait: Duration,
+    history: Option<flow_scheduler::history::HistoryPolicy>,
     /// A connection of the test's own.
     pub client: async_nats::Client,
     /// JetStream on [`Stack::client`].
@@ -274,6 +284,7 @@ impl Stack {
             metrics: None,
             cluster: 0,
             power_known_for: None,
+            history: None,
         }
     }
 
@@ -348,9 +359,17 @@ impl Stack {
     /// Starts another scheduler on its own connection, same database.
     pub async fn start_scheduler(&mut self) {
         let client = self.connect("flow-scheduler").await;
-        let scheduler = Scheduler::start_with(client, self.store.clone(), self.topology())
-            .await
-            .expect("the scheduler");
+        let scheduler = Scheduler::start_full(
+            client,
+            self.store.clone(),
+            self.topology(),
+            None,
+            flow_scheduler::IdentityMode::Development,
+            Vec::new(),
+            self.history.clone(),
+        )
+        .await
+        .expect("the scheduler");
         self.schedulers.push(scheduler);
         self.wait_until_answering().await;
     }

@@ -11,6 +11,7 @@ mod access;
 mod audit;
 mod events;
 mod firmware;
+mod history;
 mod power;
 mod racks;
 mod rules;

@@ -14,6 +14,11 @@ use flow_protocol::event::*;
 use flow_protocol::firmware::{
     BundleImage, BundleList, BundleListReply, BundlePublish, BundleRecord, BundleRef,
 };
+use flow_protocol::history::{
+    ArchiveList, ArchiveListReply, ArchiveSegment, ArchiveShow, ArchiveShowReply, ArchiveVerify,
+    ArchiveVerifyReply, ArchivedDetail, ArchivedFailure, AuditVerify, AuditVerifyReply, ChainSpan,
+    SegmentKind, SegmentVerdict,
+};
 use flow_protocol::ids::RackRef;
 use flow_protocol::jobs::{ActionCalls, ComponentResult, FirmwareImage, SubTarget};
 use flow_protocol::power::*;
@@ -450,6 +455,22 @@ fn task_record(finished: bool) -> TaskRecord {
         } else {
             Vec::new()
         },
+        archived: finished.then(|| ArchivedDetail {
+            at: T1,
+            segment: "tasks-20261207T180000Z-1a2b3c4d".into(),
+            submitted_by: Some("OPS/alice".into()),
+            steps: 2,
+            components: 18,
+            failed: 1,
+            calls: 57,
+            failures: vec![ArchivedFailure {
+                step_index: 0,
+                component_type: ComponentType::Compute,
+                component: "compute-01".into(),
+                status: flow_protocol::ComponentOutcome::Failed,
+                error: Some("no answer".into()),
+            }],
+        }),
         steps: vec![
             step_record(StepStatus::Failed, true),
             step_record(StepStatus::Pending, false),
@@ -1619,6 +1640,116 @@ pub fn catalog() -> Catalog {
         ],
         vec![AuditListReply {
             records: AuditOutcome::ALL.into_iter().map(audit_record).collect(),
+        }],
+    );
+    let hash = |c: char| format!("sha256:{}", c.to_string().repeat(64));
+    c.add::<ep::AuditVerify>(
+        vec![AuditVerify {}],
+        vec![
+            AuditVerifyReply {
+                ok: true,
+                archived: 500,
+                sealed: 1_204,
+                unsealed: 3,
+                head: hash('c'),
+                problems: Vec::new(),
+            },
+            AuditVerifyReply {
+                ok: false,
+                archived: 0,
+                sealed: 1_204,
+                unsealed: 0,
+                head: hash('c'),
+                problems: vec![format!(
+                    "seal 7 (audit record 7): the record hashes to {}, sealed as {} (the record was changed)",
+                    hash('d'),
+                    hash('e')
+                )],
+            },
+        ],
+    );
+    let audit_segment = ArchiveSegment {
+        segment: "audit-20261207T180000Z-5e6f7a8b".into(),
+        kind: SegmentKind::Audit,
+        created_at: "2026-12-07T18:00:00.000000Z".into(),
+        records: 500,
+        first_at: Some("2025-10-01T00:00:00.000000Z".into()),
+        last_at: Some("2025-10-31T23:59:59.000000Z".into()),
+        bytes: 48_213,
+        sha256: hash('a'),
+        chain: Some(ChainSpan {
+            first_seq: 1,
+            last_seq: 500,
+            prev_hash: hash('0'),
+            last_hash: hash('b'),
+        }),
+    };
+    let task_segment = ArchiveSegment {
+        segment: "tasks-20261207T180000Z-1a2b3c4d".into(),
+        kind: SegmentKind::Tasks,
+        chain: None,
+        ..audit_segment.clone()
+    };
+    c.add::<ep::ArchiveList>(
+        vec![
+            ArchiveList::default(),
+            ArchiveList {
+                kind: Some(SegmentKind::Audit),
+            },
+        ],
+        vec![ArchiveListReply {
+            dir: "/var/lib/flow/archive".into(),
+            segments: vec![task_segment.clone(), audit_segment.clone()],
+        }],
+    );
+    c.add::<ep::ArchiveShow>(
+        vec![
+            ArchiveShow {
+                segment: task_segment.segment.clone(),
+                task: None,
+            },
+            ArchiveShow {
+                segment: task_segment.segment.clone(),
+                task: Some(TaskId::new()),
+            },
+        ],
+        vec![
+            ArchiveShowReply {
+                segment: audit_segment.clone(),
+                task: None,
+            },
+            ArchiveShowReply {
+                segment: task_segment.clone(),
+                task: Some(serde_json::to_value(task_record(true)).unwrap()),
+            },
+        ],
+    );
+    c.add::<ep::ArchiveVerify>(
+        vec![
+            ArchiveVerify::default(),
+            ArchiveVerify {
+                segment: Some(task_segment.segment.clone()),
+            },
+        ],
+        vec![ArchiveVerifyReply {
+            ok: false,
+            segments: vec![
+                SegmentVerdict {
+                    segment: task_segment.segment.clone(),
+                    records: 500,
+                    problems: Vec::new(),
+                },
+                SegmentVerdict {
+                    segment: audit_segment.segment.clone(),
+                    records: 500,
+                    problems: vec![format!(
+                        "its data hashes to {}, the manifest says {}",
+                        hash('f'),
+                        hash('a')
+                    )],
+                },
+            ],
+            chain_problems: Vec::new(),
         }],
     );
     let grant_record =

@@ -8,7 +8,7 @@
 mod outbox;
 mod pending;
 mod read;
-mod rows;
+pub(crate) mod rows;
 
 use flow_protocol::power::DomainName;
 use std::collections::HashMap;
@@ -257,6 +257,11 @@ impl TaskTx {
     /// Stores a new task in the state its submission left it, with its
     /// steps.
     pub async fn insert(&mut self, new: &NewTask, state: &TaskState) -> Result<(), StoreError> {
+        // The request's audit record names the tasks it created (who
+        // submitted a task is found by it once its detail is archived).
+        if let Some(scope) = &self.audit {
+            scope.note_tasks([state.id]);
+        }
         let encode = |e: serde_json::Error| StoreError::Corrupt {
             what: format!("new task {}", state.id),
             reason: e.to_string(),

@@ -28,7 +28,7 @@ macro_rules! task_columns {
          rule_revision, rule_source, rule_name, rule_snapshot, components, firmware, \
          current_stage, message, cancel_requested_at, created_at, started_at, finished_at, \
          queue_expires_at, description, readiness_wait_ms, readiness_until, not_before, not_after, \
-         schedule_id, run_id, event_id, power_domains, preempted_by, firmware_snapshot"
+         schedule_id, run_id, event_id, power_domains, preempted_by, firmware_snapshot, archived"
     };
 }
 pub(crate) use task_columns;
@@ -76,6 +76,7 @@ pub(crate) struct TaskRow {
     pub power_domains: Vec<String>,
     pub preempted_by: Option<Uuid>,
     pub firmware_snapshot: Value,
+    pub archived: Option<Value>,
 }
 
 #[derive(Debug, sqlx::FromRow)]
@@ -261,6 +262,11 @@ impl TaskRow {
             power_waits: Vec::new(),
             preempted_by: self.preempted_by.map(flow_protocol::EventId),
             firmware_snapshot: serde_json::from_value(self.firmware_snapshot)
+                .map_err(|e| corrupt(&what, e))?,
+            archived: self
+                .archived
+                .map(serde_json::from_value)
+                .transpose()
                 .map_err(|e| corrupt(&what, e))?,
             steps: steps
                 .into_iter()
