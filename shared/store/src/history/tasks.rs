@@ -150,7 +150,9 @@ impl Store {
     }
 
     /// Marks `tasks` archived in `segment` with their summaries and
-    /// removes their steps, in one transaction with an audit record of it.
+    /// removes their steps and their targets (`components`: every
+    /// component's BMC address, most of a task row; the archive line keeps
+    /// them), in one transaction with an audit record of it.
     /// A task that is no longer finished-and-unarchived is left alone.
     /// Returns the tasks marked.
     pub async fn mark_tasks_archived(
@@ -176,7 +178,8 @@ impl Store {
         }
         let mut tx = self.pool().begin().await?;
         let marked: Vec<Uuid> = sqlx::query_scalar(
-            "UPDATE tasks t SET archived = v.detail FROM unnest($1::uuid[], $2::jsonb[]) AS v(id, detail) \
+            "UPDATE tasks t SET archived = v.detail, components = '{}'::jsonb \
+             FROM unnest($1::uuid[], $2::jsonb[]) AS v(id, detail) \
              WHERE t.id = v.id AND t.archived IS NULL \
              AND t.status IN ('completed', 'failed', 'terminated') RETURNING t.id",
         )
