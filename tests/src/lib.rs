@@ -851,11 +851,66 @@ impl TestDb {
         .await;
     }
 
+    /// A backup of the database as an operator takes one: `pg_dump
+    /// --format=custom` into `to` (docs/operating.md, "Backup and
+    /// restore").
+    pub async fn backup(&self, to: &std::path::Path) {
+        let out = tokio::process::Command::new(pg_tool("pg_dump"))
+            .arg("--format=custom")
+            .arg("--file")
+            .arg(to)
+            .arg("--dbname")
+            .arg(&self.url)
+            .output()
+            .await
+            .expect("pg_dump runs");
+        assert!(
+            out.status.success(),
+            "pg_dump: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// The database lost and restored from `backup`: dropped (its
+    /// connections ended), created again under the same name and filled
+    /// with `pg_restore`.
+    pub async fn destroy_and_restore(&self, backup: &std::path::Path) {
+        self.admin(&format!(
+            "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+            self.name
+        ))
+        .await;
+        self.admin(&format!("CREATE DATABASE \"{}\"", self.name))
+            .await;
+        let out = tokio::process::Command::new(pg_tool("pg_restore"))
+            .arg("--exit-on-error")
+            .arg("--dbname")
+            .arg(&self.url)
+            .arg(backup)
+            .output()
+            .await
+            .expect("pg_restore runs");
+        assert!(
+            out.status.success(),
+            "pg_restore: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
     async fn admin(&self, sql: &str) {
         let mut admin = connect_admin(&self.admin_url).await;
         sqlx::Executor::execute(&mut admin, sqlx::AssertSqlSafe(sql.to_owned()))
             .await
             .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+}
+
+/// A Postgres client program: from `FLOW_PG_BINDIR` when set, else the
+/// one on `PATH` (Debian's wrapper picks the installed version).
+fn pg_tool(name: &str) -> std::path::PathBuf {
+    match std::env::var_os("FLOW_PG_BINDIR") {
+        Some(dir) => std::path::Path::new(&dir).join(name),
+        None => std::path::PathBuf::from(name),
     }
 }
 

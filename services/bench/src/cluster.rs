@@ -674,6 +674,76 @@ impl Cluster {
         Ok(())
     }
 
+    /// A backup of Flow's database as the operator's procedure takes one
+    /// (`pg_dump --format=custom`; docs/operating.md, "Backup and
+    /// restore") into `to`.
+    pub async fn backup_database(&self, to: &Path) -> anyhow::Result<()> {
+        let url = with_database(&self.database_admin_url, &self.database_name);
+        let out = tokio::process::Command::new(postgres_bindir()?.join("pg_dump"))
+            .arg("--format=custom")
+            .arg("--file")
+            .arg(to)
+            .arg("--dbname")
+            .arg(&url)
+            .output()
+            .await
+            .context("pg_dump")?;
+        if !out.status.success() {
+            bail!("pg_dump: {}", String::from_utf8_lossy(&out.stderr).trim());
+        }
+        Ok(())
+    }
+
+    /// The database lost and restored: every scheduler killed (SIGKILL),
+    /// the database dropped (its connections ended), created again and
+    /// filled from `backup` with `pg_restore`; then the first scheduler
+    /// started with `--restored` and, once it answers, the others.
+    pub async fn lose_and_restore_database(&mut self, backup: &Path) -> anyhow::Result<()> {
+        for s in &mut self.schedulers {
+            s.kill9();
+        }
+        admin_sql(
+            &self.database_admin_url,
+            &format!(
+                "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                self.database_name
+            ),
+        )
+        .await
+        .context("dropping the database")?;
+        admin_sql(
+            &self.database_admin_url,
+            &format!("CREATE DATABASE \"{}\"", self.database_name),
+        )
+        .await
+        .context("creating the database again")?;
+        let url = with_database(&self.database_admin_url, &self.database_name);
+        let out = tokio::process::Command::new(postgres_bindir()?.join("pg_restore"))
+            .arg("--exit-on-error")
+            .arg("--dbname")
+            .arg(&url)
+            .arg(backup)
+            .output()
+            .await
+            .context("pg_restore")?;
+        if !out.status.success() {
+            bail!(
+                "pg_restore: {}",
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        self.schedulers
+            .first_mut()
+            .context("no scheduler")?
+            .start_again_with(&["--restored"])?;
+        self.wait_api().await?;
+        for s in self.schedulers.iter_mut().skip(1) {
+            s.start_again()?;
+        }
+        self.wait_api().await?;
+        Ok(())
+    }
+
     /// Stops everything (gently, workers first) and drops the database.
     pub async fn stop(mut self) {
         for w in &mut self.workers {

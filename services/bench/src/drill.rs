@@ -74,6 +74,12 @@ pub enum Fault {
     /// SIGSTOP the NATS node leading `FLOW_TASKS` for [`PARTITION`], then
     /// SIGCONT.
     NodePartition,
+    /// Back the database up (`pg_dump`) while the phase's tasks run; once
+    /// they have moved on past it, kill the schedulers, drop the database,
+    /// restore the backup (`pg_restore`) and start the schedulers again,
+    /// the first with `--restored` (docs/operating.md, "Backup and
+    /// restore").
+    DatabaseRestore,
 }
 
 /// How long a partitioned node stays stopped: longer than JetStream's Raft
@@ -98,6 +104,14 @@ impl Fault {
         Fault::JobsLeaderKill,
         Fault::ResultsLeaderKill,
         Fault::NodePartition,
+    ];
+
+    /// Faults after which no component may get a second command: none of
+    /// them kills a worker between a command and its record.
+    pub const RECORDED: [Fault; 3] = [
+        Fault::SchedulerKill,
+        Fault::PostgresRestart,
+        Fault::DatabaseRestore,
     ];
 
     /// A fault of one node of a cluster.
@@ -126,6 +140,8 @@ impl Fault {
             Fault::NatsRestart | Fault::ResultsLeaderKill => Some(Duration::from_secs(8)),
             Fault::PostgresRestart => Some(Duration::from_secs(13)),
             Fault::NodePartition => Some(Duration::from_secs(3)),
+            // Early: the backup catches the first stage running.
+            Fault::DatabaseRestore => Some(Duration::from_secs(1)),
         }
     }
 }
@@ -216,6 +232,21 @@ pub struct DrillReport {
 /// after the BMC accepted the command but before the checkpoint recorded it.
 pub const MAX_COMMANDS_PER_COMPONENT: usize = 2;
 
+/// The most power commands one component may receive in a phase of a drill
+/// with `faults`: one when none of them can kill a worker between a command
+/// and its record ([`Fault::RECORDED`]), else [`MAX_COMMANDS_PER_COMPONENT`].
+pub fn max_commands(faults: &[Fault]) -> usize {
+    if faults.iter().all(|f| Fault::RECORDED.contains(f)) {
+        1
+    } else {
+        MAX_COMMANDS_PER_COMPONENT
+    }
+}
+
+/// How long a restore drill waits, after its backup, for the tasks to move
+/// on (task events) before it loses the database.
+const MOVE_ON_LIMIT: Duration = Duration::from_secs(30);
+
 /// Task events seen, with the time each arrived.
 struct Events {
     at: Arc<Mutex<Vec<Instant>>>,
@@ -235,6 +266,15 @@ impl Events {
             }
         });
         Ok(Events { at, task })
+    }
+
+    fn count_after(&self, t: Instant) -> usize {
+        self.at
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .filter(|x| **x > t)
+            .count()
     }
 
     fn first_after(&self, t: Instant) -> Option<Instant> {
@@ -367,7 +407,11 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
                     let hit = node_fault(cluster, &probe, fault, &mut acked).await?;
                     (hit.cleared, Some(hit.node), hit.resumed)
                 } else {
-                    inject(cluster, fault).await?;
+                    if fault == Fault::DatabaseRestore {
+                        lose_and_restore(cluster, &events, operation, drill_racks.len()).await?;
+                    } else {
+                        inject(cluster, fault).await?;
+                    }
                     let cleared = Instant::now();
                     let resumed = probe.run(cluster, Duration::from_secs(60)).await;
                     (cleared, None, resumed)
@@ -416,9 +460,10 @@ async fn drive(cluster: &mut Cluster, spec: &DrillSpec) -> anyhow::Result<DrillR
                 let now = total - commands_before.get(&key).copied().unwrap_or(0);
                 commands_before.insert(key, total);
                 *per_component.entry(now).or_default() += 1;
-                if now > MAX_COMMANDS_PER_COMPONENT {
+                let most = max_commands(&spec.faults);
+                if now > most {
                     report.problems.push(format!(
-                        "{operation}: {}/{} was commanded {now} times (at most {MAX_COMMANDS_PER_COMPONENT})",
+                        "{operation}: {}/{} was commanded {now} times (at most {most})",
                         rack.name, c.name
                     ));
                 }
@@ -609,7 +654,8 @@ async fn inject(cluster: &mut Cluster, fault: Fault) -> anyhow::Result<()> {
         Fault::WorkerKill
         | Fault::JobsLeaderKill
         | Fault::ResultsLeaderKill
-        | Fault::NodePartition => {}
+        | Fault::NodePartition
+        | Fault::DatabaseRestore => {}
         Fault::SchedulerKill => {
             cluster.schedulers[0].kill9();
             tokio::time::sleep(Duration::from_secs(1)).await;
@@ -626,6 +672,32 @@ async fn inject(cluster: &mut Cluster, fault: Fault) -> anyhow::Result<()> {
         }
     }
     tracing::info!(?fault, "fault: cleared");
+    Ok(())
+}
+
+/// The restore fault: a backup while the phase's tasks run; once they
+/// have moved on past it (a task event per drill rack, or
+/// [`MOVE_ON_LIMIT`]), the database lost and the backup restored, the
+/// schedulers started again (the first with `--restored`).
+async fn lose_and_restore(
+    cluster: &mut Cluster,
+    events: &Events,
+    phase: &str,
+    racks: usize,
+) -> anyhow::Result<()> {
+    let backup = cluster.work.join(format!("backup-{phase}.dump"));
+    cluster.backup_database(&backup).await?;
+    let backed_up = Instant::now();
+    tracing::info!(backup = %backup.display(), "fault: database backed up");
+    let moved_on =
+        crate::cluster::wait_for(MOVE_ON_LIMIT, || events.count_after(backed_up) >= racks).await;
+    tracing::info!(
+        moved_on,
+        events = events.count_after(backed_up),
+        "fault: losing the database and restoring the backup"
+    );
+    cluster.lose_and_restore_database(&backup).await?;
+    tracing::info!("fault: database restored, schedulers back");
     Ok(())
 }
 

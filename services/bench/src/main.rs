@@ -8,13 +8,15 @@
 //! jobs and hardware calls per second beside the raw JetStream rate of the
 //! same server, CPU and peak RSS per process, and the most requests any one
 //! BMC saw at once. `drill` power-cycles racks while killing workers, the
-//! scheduler, NATS and Postgres under them, and checks that nothing was
-//! lost, stuck or commanded twice too often.
+//! scheduler, NATS and Postgres under them (or, `drill restore`, losing
+//! the database and restoring a backup), and checks that nothing was lost,
+//! stuck or commanded twice too often.
 //!
 //! ```text
 //! scripts/bench                       # every scenario, release build
 //! scripts/bench run nvl72 firmware    # some scenarios
 //! scripts/bench drill                 # the full drill: 50 racks
+//! scripts/bench drill restore         # the database lost and restored
 //! scripts/bench leak                  # leak containment: 25 racks
 //! scripts/bench watch-1000            # watchers over 1,000 racks, one killed
 //! ```
@@ -209,6 +211,11 @@ enum Command {
     },
     /// Power-cycle racks under faults and check nothing was lost.
     Drill {
+        /// A named drill: `restore` (the database backed up, lost and
+        /// restored in each phase; no other fault unless --faults names
+        /// more).
+        #[arg(value_enum)]
+        preset: Option<DrillPreset>,
         /// Racks.
         #[arg(long, default_value_t = 50)]
         racks: usize,
@@ -230,6 +237,14 @@ enum Command {
         #[arg(long)]
         cluster: bool,
     },
+}
+
+/// A named drill (`scripts/bench drill restore`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum DrillPreset {
+    /// Tasks running, the database backed up, lost, restored and the
+    /// scheduler started again with `--restored`.
+    Restore,
 }
 
 fn tools(a: &ToolArgs) -> anyhow::Result<Tools> {
@@ -571,6 +586,7 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Drill {
+            preset,
             racks,
             workers,
             faults,
@@ -581,10 +597,11 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
             let spec = DrillSpec {
                 racks: if short { 3 } else { racks },
                 workers: if short { 2 } else { workers },
-                faults: match (faults.is_empty(), cluster) {
-                    (false, _) => faults,
-                    (true, false) => Fault::ALL.to_vec(),
-                    (true, true) => Fault::CLUSTER.to_vec(),
+                faults: match (faults.is_empty(), preset, cluster) {
+                    (false, _, _) => faults,
+                    (true, Some(DrillPreset::Restore), _) => vec![Fault::DatabaseRestore],
+                    (true, None, false) => Fault::ALL.to_vec(),
+                    (true, None, true) => Fault::CLUSTER.to_vec(),
                 },
                 nats_nodes: if cluster { 3 } else { 1 },
                 schedulers: if cluster { 3 } else { 1 },

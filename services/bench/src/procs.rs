@@ -178,6 +178,23 @@ impl Proc {
         self.start()
     }
 
+    /// Starts it again after it was stopped, this once with `extra`
+    /// arguments after its own (a scheduler's `--restored`); later
+    /// restarts use its own command line.
+    pub fn start_again_with(&mut self, extra: &[&str]) -> anyhow::Result<()> {
+        if self.running() {
+            return Ok(());
+        }
+        self.child = None;
+        let own = self.recipe.args.clone();
+        self.recipe
+            .args
+            .extend(extra.iter().map(|a| (*a).to_owned()));
+        let started = self.start();
+        self.recipe.args = own;
+        started
+    }
+
     /// The last `n` lines of its log, for error messages.
     pub fn log_tail(&self, n: usize) -> String {
         let text = std::fs::read_to_string(&self.recipe.log).unwrap_or_default();

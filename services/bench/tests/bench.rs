@@ -160,6 +160,34 @@ fn the_short_drill_survives_every_fault() {
 }
 
 #[test]
+fn the_short_restore_drill_loses_the_database_mid_phase_and_commands_each_component_once() {
+    let json = temp_json("flow-bench-drill-restore");
+    let (ok, output) = bench(&["drill", "restore", "--short"], &json);
+    assert!(ok, "flow-bench drill restore --short failed:\n{output}");
+    let r = report(&json);
+    assert_eq!(r["problems"].as_array().unwrap().len(), 0, "{r:#}");
+    // In each phase the database was backed up, lost and restored while
+    // the tasks ran, and work resumed.
+    let faults = r["faults"].as_array().unwrap();
+    assert_eq!(faults.len(), 2, "one restore per phase: {r:#}");
+    for f in faults {
+        assert_eq!(f["fault"], "database-restore", "{f:#}");
+        assert!(f["resumed_after_ms"].is_number(), "{f:#}");
+    }
+    assert_eq!(r["worker_kills"], 0, "{r:#}");
+    every_phase_completed_on_three_racks(&r);
+    // Nothing commanded twice across the restore.
+    for phase in r["phases"].as_array().unwrap() {
+        assert_eq!(
+            phase["commands_per_component"],
+            serde_json::json!({"1": 3 * 35}),
+            "{phase:#}"
+        );
+    }
+    let _ = std::fs::remove_file(json);
+}
+
+#[test]
 fn the_short_cluster_drill_survives_node_kills_and_a_partition() {
     let json = temp_json("flow-bench-drill-cluster");
     let (ok, output) = bench(&["drill", "--short", "--cluster"], &json);

@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod observations;
 pub mod outbox;
 pub mod preview;
+pub mod restore;
 pub mod results;
 pub mod runs;
 pub mod schedules;
@@ -47,6 +48,45 @@ const TOPOLOGY_ATTEMPTS: u32 = 6;
 /// The pause between two such tries.
 const TOPOLOGY_RETRY: std::time::Duration = std::time::Duration::from_secs(2);
 
+/// How a scheduler starts ([`Scheduler::start_with_options`]).
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The job ack wait (fault drills use a short one so that a killed
+    /// worker's job comes back quickly), the replicas and placement of the
+    /// streams.
+    pub topology: Topology,
+    /// Where it counts (registered by the caller, who serves them; their
+    /// database gauges are refreshed every [`metrics::GAUGE_REFRESH`]).
+    pub metrics: Option<metrics::SchedulerMetrics>,
+    /// How callers are known: in verified mode it refuses to start on a
+    /// nats-server that does not strip forged `Nats-Request-Info` headers
+    /// ([`identity::server_strips_forgeries`]).
+    pub identity: IdentityMode,
+    /// Verified users trusted to act on behalf of their own users.
+    pub intermediaries: Vec<String>,
+    /// How history is kept (none: everything is kept, and `archive.*`
+    /// answers that there is no archive): [`history::History`].
+    pub history: Option<history::HistoryPolicy>,
+    /// The database was just restored from a backup: before serving, send
+    /// every running step's job again in a new epoch ([`restore`]).
+    pub restored: bool,
+}
+
+impl Options {
+    /// Development identity, no metrics, no intermediaries, history kept in
+    /// full, not restored.
+    pub fn new(topology: Topology) -> Options {
+        Options {
+            topology,
+            metrics: None,
+            identity: IdentityMode::Development,
+            intermediaries: Vec::new(),
+            history: None,
+            restored: false,
+        }
+    }
+}
+
 /// A running scheduler: the API service and the execution loops.
 pub struct Scheduler {
     api: api::ApiService,
@@ -73,73 +113,24 @@ impl Scheduler {
         store: Store,
         topology: Topology,
     ) -> Result<Scheduler, SchedulerError> {
-        Self::start_identified(
-            client,
-            store,
-            topology,
-            None,
-            IdentityMode::Development,
-            Vec::new(),
-        )
-        .await
+        Self::start_with_options(client, store, Options::new(topology)).await
     }
 
-    /// [`Scheduler::start_with`], counting in `metrics` (registered by the
-    /// caller, who serves them) and refreshing their database gauges every
-    /// [`metrics::GAUGE_REFRESH`].
-    pub async fn start_with_metrics(
+    /// Starts a scheduler as `options` say: [`Scheduler::start`] is
+    /// `Options::new(Topology::single(JOB_ACK_WAIT))`.
+    pub async fn start_with_options(
         client: async_nats::Client,
         store: Store,
-        topology: Topology,
-        metrics: metrics::SchedulerMetrics,
+        options: Options,
     ) -> Result<Scheduler, SchedulerError> {
-        Self::start_identified(
-            client,
-            store,
-            topology,
-            Some(metrics),
-            IdentityMode::Development,
-            Vec::new(),
-        )
-        .await
-    }
-
-    /// [`Scheduler::start_with`] (counting in `metrics` when given),
-    /// knowing its callers as `identity` says: in verified mode it refuses
-    /// to start on a nats-server that does not strip forged
-    /// `Nats-Request-Info` headers ([`identity::server_strips_forgeries`]).
-    pub async fn start_identified(
-        client: async_nats::Client,
-        store: Store,
-        topology: Topology,
-        metrics: Option<metrics::SchedulerMetrics>,
-        identity: IdentityMode,
-        intermediaries: Vec<String>,
-    ) -> Result<Scheduler, SchedulerError> {
-        Self::start_full(
-            client,
-            store,
+        let Options {
             topology,
             metrics,
             identity,
             intermediaries,
-            None,
-        )
-        .await
-    }
-
-    /// [`Scheduler::start_identified`], keeping history as `history` says
-    /// (none: everything is kept, and `archive.*` answers that there is no
-    /// archive): [`history::History`].
-    pub async fn start_full(
-        client: async_nats::Client,
-        store: Store,
-        topology: Topology,
-        metrics: Option<metrics::SchedulerMetrics>,
-        identity: IdentityMode,
-        intermediaries: Vec<String>,
-        history: Option<history::HistoryPolicy>,
-    ) -> Result<Scheduler, SchedulerError> {
+            history,
+            restored,
+        } = options;
         let history = history
             .map(history::History::open)
             .transpose()
@@ -192,6 +183,13 @@ impl Scheduler {
         }
         .with_identity(identity)
         .with_history(history.clone());
+        // Before anything reads or sweeps tasks: a restored database's
+        // running steps get their jobs again and deadlines from now, and
+        // everything is published in the newest epoch.
+        if restored {
+            tasks.send_again_after_restore().await?;
+        }
+        tasks.load_epoch().await?;
         if let Some(history) = history {
             loops.push(tokio::spawn(history.run(store.clone(), stop.clone())));
         }

@@ -78,6 +78,12 @@ struct Args {
     /// How often the retention pass runs [default: 1h].
     #[arg(long, env = "FLOW_HISTORY_EVERY", value_parser = parse_keep)]
     history_every: Option<std::time::Duration>,
+    /// The database was just restored from a backup: before serving, send
+    /// every running step's job again in a new restore epoch (workers
+    /// resume each from its checkpoint; docs/operating.md, "Backup and
+    /// restore"). Once, on one scheduler, with the others stopped.
+    #[arg(long)]
+    restored: bool,
 }
 
 /// `90d`, or a Go duration (`2160h`, `30s`); `0` keeps nothing past the pass.
@@ -245,16 +251,18 @@ async fn start(
         placement = ?topology.placement_tags,
         "JetStream topology"
     );
-    let scheduler = Scheduler::start_full(
-        client.clone(),
-        store,
-        topology,
-        Some(metrics),
+    let options = flow_scheduler::Options {
+        metrics: Some(metrics),
         identity,
-        intermediaries.to_vec(),
+        intermediaries: intermediaries.to_vec(),
         history,
-    )
-    .await
-    .context("cannot start the scheduler (identity, JetStream set-up or flow.api)")?;
+        restored: args.restored,
+        ..flow_scheduler::Options::new(topology)
+    };
+    let scheduler = Scheduler::start_with_options(client.clone(), store, options)
+        .await
+        .context(
+            "cannot start the scheduler (identity, JetStream set-up, a restore's jobs or flow.api)",
+        )?;
     Ok((scheduler, client))
 }

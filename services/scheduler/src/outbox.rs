@@ -46,13 +46,15 @@ impl TaskService {
         }
     }
 
-    /// Publishes committed outbox messages in order and marks those
-    /// JetStream stored as published: the whole batch is sent, then the
+    /// Publishes committed outbox messages in order (their IDs in this
+    /// scheduler's restore epoch, `shared/protocol/src/restore.rs`) and
+    /// marks those JetStream stored as published: the whole batch is sent, then the
     /// acks collected (one round of server syncs for the batch instead of
     /// one per message). Order is kept (one connection); a failure leaves
     /// the rest pending, and their Nats-Msg-Id drops any repeat later.
     pub(crate) async fn publish(&self, batch: Claimed) -> Result<usize, SchedulerError> {
         let mut sent = Vec::with_capacity(batch.len());
+        let epoch = self.epoch();
         for (id, message) in batch {
             let body = serde_json::to_vec(&message.payload)
                 .map_err(|e| SchedulerError::Publish(e.into()))?;
@@ -62,7 +64,7 @@ impl TaskService {
                     message.subject,
                     jetstream::message::PublishMessage::build()
                         .payload(body.into())
-                        .message_id(message.msg_id),
+                        .message_id(flow_protocol::restore::in_epoch(&message.msg_id, epoch)),
                 )
                 .await
                 .map_err(|e| SchedulerError::Publish(e.into()))?;

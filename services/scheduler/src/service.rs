@@ -42,6 +42,9 @@ pub struct TaskService {
     pub(crate) caller: Option<String>,
     /// The history policy and its archive, when history is bounded.
     pub(crate) history: Option<Arc<crate::history::History>>,
+    /// The restore epoch messages are published in
+    /// (`shared/protocol/src/restore.rs`; 0: never restored).
+    pub(crate) epoch: Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl TaskService {
@@ -63,6 +66,7 @@ impl TaskService {
             identity: crate::identity::IdentityMode::Development,
             caller: None,
             history: None,
+            epoch: Arc::new(std::sync::atomic::AtomicU32::new(0)),
         }
     }
 

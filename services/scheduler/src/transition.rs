@@ -154,7 +154,7 @@ async fn decide(
 
 /// Applies `event` to the locked `state` ([`decide`]), saves the new state
 /// and writes the effects that are messages.
-async fn apply_and_save(
+pub(crate) async fn apply_and_save(
     tx: &mut TaskTx,
     state: &TaskState,
     event: &Event,

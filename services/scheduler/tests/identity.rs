@@ -98,13 +98,14 @@ impl Site {
         let admins: Vec<String> = admins.iter().map(|a| (*a).to_owned()).collect();
         store.ensure_admins(&admins).await.expect("admins granted");
         let client = connect(&nats, "scheduler", "_INBOX_scheduler").await;
-        let scheduler = Scheduler::start_identified(
+        let scheduler = Scheduler::start_with_options(
             client,
             store,
-            Topology::single(Duration::from_secs(30)),
-            None,
-            IdentityMode::Verified,
-            vec!["CONSOLE/console".to_owned()],
+            flow_scheduler::Options {
+                identity: IdentityMode::Verified,
+                intermediaries: vec!["CONSOLE/console".to_owned()],
+                ..flow_scheduler::Options::new(Topology::single(Duration::from_secs(30)))
+            },
         )
         .await
         .expect("a verified scheduler starts on this nats-server");

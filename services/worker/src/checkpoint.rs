@@ -1,8 +1,16 @@
 //! A job's checkpoint in the job-state bucket (`job.<task>.<step>.<gen>`):
 //! read when a delivery starts, written before and after every command,
 //! before every wait and at the end.
+//!
+//! Every write is a compare-and-set on the revision the delivery read (or
+//! last wrote): two deliveries of one job at once — a redelivery while the
+//! first still runs, or a job sent again after a database restore
+//! (`shared/protocol/src/restore.rs`) — cannot both record a command. The
+//! one whose write finds a newer revision it did not make stops
+//! ([`Put::Conflict`], `services/worker/src/job.rs`), and the other goes on.
 
 use async_nats::jetstream::kv;
+use bytes::Bytes;
 use flow_executor::Checkpoint;
 use flow_protocol::jobs::JobId;
 use flow_telemetry::ErrorChain;
@@ -26,53 +34,97 @@ pub enum Loaded {
     Unreadable(String),
 }
 
-/// Reads a job's checkpoint; `Err` when the bucket cannot be read now (the
-/// checkpoint may exist: do not run blind). A checkpoint this worker
-/// cannot decode is [`Loaded::Unreadable`]: the step is not started over,
-/// since that could repeat a command its record would have said went.
+/// Reads a job's checkpoint and its revision (0: the key was never
+/// written); `Err` when the bucket cannot be read now (the checkpoint may
+/// exist: do not run blind). A checkpoint this worker cannot decode is
+/// [`Loaded::Unreadable`]: the step is not started over, since that could
+/// repeat a command its record would have said went.
 pub async fn load(
     kv: &kv::Store,
     key: &str,
     metrics: &WorkerMetrics,
-) -> Result<Loaded, kv::EntryError> {
-    match kv.get(key).await? {
+) -> Result<(Loaded, u64), kv::EntryError> {
+    let entry = match kv.entry(key).await? {
+        // Deleted or purged: written over from its marker's revision.
+        Some(e) if e.operation != kv::Operation::Put => {
+            metrics.jobs_started.inc();
+            return Ok((Loaded::None, e.revision));
+        }
+        Some(e) => e,
         None => {
             metrics.jobs_started.inc();
-            Ok(Loaded::None)
+            return Ok((Loaded::None, 0));
         }
-        Some(bytes) => match serde_json::from_slice(&bytes) {
-            Ok(cp) => {
-                metrics.jobs_resumed.inc();
-                Ok(Loaded::Some(Box::new(cp)))
-            }
-            Err(error) => {
-                tracing::warn!(error = %ErrorChain(&error), key, "unreadable checkpoint: the step fails rather than repeat what it may have sent");
-                Ok(Loaded::Unreadable(error.to_string()))
-            }
-        },
-    }
+    };
+    let loaded = match serde_json::from_slice(&entry.value) {
+        Ok(cp) => {
+            metrics.jobs_resumed.inc();
+            Loaded::Some(Box::new(cp))
+        }
+        Err(error) => {
+            tracing::warn!(error = %ErrorChain(&error), key, "unreadable checkpoint: the step fails rather than repeat what it may have sent");
+            Loaded::Unreadable(error.to_string())
+        }
+    };
+    Ok((loaded, entry.revision))
 }
 
-/// Writes a job's checkpoint; false when it could not be saved (counted and
-/// logged).
-pub async fn save(kv: &kv::Store, key: &str, cp: &Checkpoint, metrics: &WorkerMetrics) -> bool {
-    let bytes = match serde_json::to_vec(cp) {
-        Ok(bytes) => bytes,
+/// A checkpoint as written.
+pub fn encode(cp: &Checkpoint, metrics: &WorkerMetrics) -> Option<Bytes> {
+    match serde_json::to_vec(cp) {
+        Ok(bytes) => Some(bytes.into()),
         Err(error) => {
             metrics.checkpoint_errors.inc();
             tracing::error!(error = %ErrorChain(&error), "checkpoint not encodable");
-            return false;
+            None
         }
-    };
-    match kv.put(key, bytes.into()).await {
-        Ok(_) => {
+    }
+}
+
+/// How a compare-and-set write went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Put {
+    /// Written: its new revision.
+    Saved(u64),
+    /// The key has another revision than the one given: someone wrote it
+    /// since (another delivery, or this one with its answer lost).
+    Conflict,
+    /// Not written, or not known to be (JetStream did not answer).
+    Failed,
+}
+
+/// Writes `bytes` under `key` if the key is still at `revision` (0: never
+/// written).
+pub async fn put(
+    kv: &kv::Store,
+    key: &str,
+    bytes: Bytes,
+    revision: u64,
+    metrics: &WorkerMetrics,
+) -> Put {
+    match kv.update(key, bytes, revision).await {
+        Ok(revision) => {
             metrics.checkpoints_written.inc();
-            true
+            Put::Saved(revision)
         }
+        Err(error) if error.kind() == kv::UpdateErrorKind::WrongLastRevision => Put::Conflict,
         Err(error) => {
             metrics.checkpoint_errors.inc();
             tracing::warn!(error = %ErrorChain(&error), "checkpoint not saved");
-            false
+            Put::Failed
+        }
+    }
+}
+
+/// The key's value and revision now (`None`: absent, deleted or not
+/// readable now).
+pub async fn current(kv: &kv::Store, key: &str) -> Option<(Bytes, u64)> {
+    match kv.entry(key).await {
+        Ok(Some(e)) if e.operation == kv::Operation::Put => Some((e.value, e.revision)),
+        Ok(_) => None,
+        Err(error) => {
+            tracing::warn!(error = %ErrorChain(&error), key, "checkpoint not readable now");
+            None
         }
     }
 }

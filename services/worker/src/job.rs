@@ -112,8 +112,8 @@ impl Job<'_> {
 
     async fn run(self, message: Message, job: JobMessage) {
         let key = checkpoint::key(&job.id);
-        let loaded = match checkpoint::load(&self.kv, &key, self.metrics).await {
-            Ok(loaded) => loaded,
+        let (loaded, revision) = match checkpoint::load(&self.kv, &key, self.metrics).await {
+            Ok(found) => found,
             Err(error) => {
                 tracing::warn!(error = %ErrorChain(&error), key = %key, "checkpoint not readable now; job handed back");
                 dispose(&message, Disposition::Retry, self.metrics).await;
@@ -121,6 +121,15 @@ impl Job<'_> {
             }
         };
         let stored = Stored::new(self.kv.clone(), key.clone(), self.metrics);
+        // The result's ID follows the job's epoch (`shared/protocol/src/restore.rs`).
+        let result_id = flow_protocol::restore::result_msg_id(
+            &job.id,
+            message
+                .headers
+                .as_ref()
+                .and_then(|h| h.get(async_nats::header::NATS_MESSAGE_ID))
+                .map(|v| v.as_str()),
+        );
         let loaded = match loaded {
             checkpoint::Loaded::Unreadable(why) => {
                 // What the step sent is not known: it is not run blind.
@@ -135,7 +144,7 @@ impl Job<'_> {
                 let result = result(&job, &cp, outcome, now, now);
                 // Its checkpoint is left as it is: a redelivery (should the
                 // result not go out) finds it unreadable again.
-                let disposition = if self.publish(&result).await {
+                let disposition = if self.publish(&result, &result_id).await {
                     Disposition::Finished
                 } else {
                     Disposition::Retry
@@ -146,7 +155,7 @@ impl Job<'_> {
             checkpoint::Loaded::Some(cp) => Some(*cp),
             checkpoint::Loaded::None => None,
         };
-        stored.set(loaded.clone());
+        stored.set(loaded.clone(), revision);
         let mut cp = loaded.unwrap_or_default();
         let clock = SystemClock;
         let started_ms = cp
@@ -184,6 +193,9 @@ impl Job<'_> {
                 advance(&job.job, &mut cp, &effects).await
             };
             observer.flush().await;
+            if self.superseded(&message, &stored) {
+                return;
+            }
             progress::report(&self.js, &job, &cp, &mut last_report).await;
             let outcome = match progress {
                 Progress::WaitUntil(at) => {
@@ -204,6 +216,9 @@ impl Job<'_> {
                     } else {
                         stored.save(&cp).await
                     };
+                    if self.superseded(&message, &stored) {
+                        return;
+                    }
                     match self.at_wait(delay, saved, reserved) {
                         // Until the time itself: the report and the save
                         // above took some of the delay (a reserved power-on
@@ -243,8 +258,12 @@ impl Job<'_> {
             // goes out: should this worker die before its ack, the
             // redelivery repeats reads, never a command.
             let saved = stored.keep_commands(&cp).await;
+            if self.superseded(&message, &stored) {
+                return;
+            }
             let result = result(&job, &cp, outcome, started_ms, clock.now_ms());
-            self.finish(&message, &cp, &result, saved, &stored).await;
+            self.finish(&message, &cp, &result, &result_id, saved, &stored)
+                .await;
             return;
         }
     }
@@ -301,6 +320,25 @@ impl Job<'_> {
         true
     }
 
+    /// Whether another delivery of this job wrote its checkpoint since this
+    /// one read it: then this one stops here, sending nothing more and
+    /// publishing no result, and leaves its message alone (an ack would
+    /// end the other delivery's message when both are one message
+    /// redelivered; a separate copy comes back after the ack wait and
+    /// resumes from the newest checkpoint).
+    fn superseded(&self, message: &Message, stored: &Stored<'_>) -> bool {
+        if !stored.is_superseded() {
+            return false;
+        }
+        self.metrics.jobs_superseded.inc();
+        let delivered = message.info().map_or(0, |i| i.delivered);
+        tracing::warn!(
+            delivered,
+            "another delivery of this job wrote its checkpoint: this one stops and leaves the step to it"
+        );
+        true
+    }
+
     fn at_wait(&self, delay: Duration, saved: bool, reserved: bool) -> AtWait {
         if self.stopping.load(std::sync::atomic::Ordering::SeqCst) {
             AtWait::Dispose(Disposition::HandBack)
@@ -332,6 +370,7 @@ impl Job<'_> {
         message: &Message,
         cp: &Checkpoint,
         result: &ResultMessage,
+        result_id: &str,
         saved: bool,
         stored: &Stored<'_>,
     ) {
@@ -340,7 +379,7 @@ impl Job<'_> {
         };
         let mut saved = saved;
         loop {
-            if self.publish_body(result, &body).await {
+            if self.publish_body(result, result_id, &body).await {
                 tracing::info!(outcome = ?result.outcome, calls = result.calls, "step finished");
                 let outcome = match result.outcome {
                     StepOutcome::Completed => "completed",
@@ -359,6 +398,9 @@ impl Job<'_> {
             if saved && !stored.holds(cp) {
                 saved = stored.save(cp).await;
             }
+            if self.superseded(message, stored) {
+                return;
+            }
             if saved {
                 tracing::warn!("result not published; job will be redelivered");
                 dispose(message, Disposition::Retry, self.metrics).await;
@@ -368,28 +410,31 @@ impl Job<'_> {
             dispose(message, Disposition::StillWorking, self.metrics).await;
             tokio::time::sleep(UNSAVED_RETRY).await;
             saved = stored.save(cp).await;
+            if self.superseded(message, stored) {
+                return;
+            }
         }
     }
 }
 
 impl Job<'_> {
-    /// Publishes a result (deduplicated by `result/<job>`); whether
-    /// JetStream took it.
-    async fn publish(&self, result: &ResultMessage) -> bool {
+    /// Publishes a result (deduplicated by `result_id`: `result/<job>`,
+    /// and the job's epoch); whether JetStream took it.
+    async fn publish(&self, result: &ResultMessage, result_id: &str) -> bool {
         match encode(result) {
-            Some(body) => self.publish_body(result, &body).await,
+            Some(body) => self.publish_body(result, result_id, &body).await,
             None => false,
         }
     }
 
-    async fn publish_body(&self, result: &ResultMessage, body: &[u8]) -> bool {
+    async fn publish_body(&self, result: &ResultMessage, result_id: &str, body: &[u8]) -> bool {
         let publish = self
             .js
             .send_publish(
                 result_subject(result.id.task),
                 jetstream::message::PublishMessage::build()
                     .payload(body.to_vec().into())
-                    .message_id(format!("result/{}", result.id)),
+                    .message_id(result_id),
             )
             .await;
         match publish {
@@ -410,14 +455,29 @@ fn encode(result: &ResultMessage) -> Option<Vec<u8>> {
 }
 
 /// The job's checkpoint in the job-state bucket: what it holds, as far as
-/// this worker knows (`None`: nothing), and the writes to it. It is the
-/// step's [`Journal`]: the executor keeps the checkpoint here before and
-/// after every command (`shared/executor/src/command.rs`).
+/// this worker knows (`None`: nothing), at which revision, and the writes
+/// to it — each a compare-and-set on that revision
+/// (`services/worker/src/checkpoint.rs`). It is the step's [`Journal`]: the
+/// executor keeps the checkpoint here before and after every command
+/// (`shared/executor/src/command.rs`).
 struct Stored<'a> {
     kv: kv::Store,
     key: String,
     metrics: &'a WorkerMetrics,
-    held: std::sync::Mutex<Option<Checkpoint>>,
+    state: std::sync::Mutex<StoredState>,
+}
+
+#[derive(Default)]
+struct StoredState {
+    /// What the bucket holds, as far as this delivery knows.
+    held: Option<Checkpoint>,
+    /// Its revision (0: the key was never written).
+    revision: u64,
+    /// A write whose answer did not come: it may be in the bucket, at a
+    /// revision this delivery has not seen.
+    unanswered: Option<(bytes::Bytes, Checkpoint)>,
+    /// Another delivery of the job wrote the checkpoint: this one stops.
+    superseded: bool,
 }
 
 impl<'a> Stored<'a> {
@@ -426,22 +486,30 @@ impl<'a> Stored<'a> {
             kv,
             key,
             metrics,
-            held: std::sync::Mutex::new(None),
+            state: std::sync::Mutex::new(StoredState::default()),
         }
     }
 
-    fn held(&self) -> std::sync::MutexGuard<'_, Option<Checkpoint>> {
-        self.held.lock().unwrap_or_else(|e| e.into_inner())
+    fn state(&self) -> std::sync::MutexGuard<'_, StoredState> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Sets what the bucket is known to hold (as read).
-    fn set(&self, cp: Option<Checkpoint>) {
-        *self.held() = cp;
+    /// Sets what the bucket is known to hold (as read), and its revision.
+    fn set(&self, cp: Option<Checkpoint>, revision: u64) {
+        let mut state = self.state();
+        state.held = cp;
+        state.revision = revision;
     }
 
     /// Whether the bucket holds `cp` already.
     fn holds(&self, cp: &Checkpoint) -> bool {
-        self.held().as_ref() == Some(cp)
+        self.state().held.as_ref() == Some(cp)
+    }
+
+    /// Whether another delivery of the job wrote its checkpoint since this
+    /// one read or wrote it.
+    fn is_superseded(&self) -> bool {
+        self.state().superseded
     }
 
     /// Saves `cp` if it sent a command since the stored copy, so no
@@ -449,22 +517,82 @@ impl<'a> Stored<'a> {
     /// repeats a read). Whether the commands are kept.
     async fn keep_commands(&self, cp: &Checkpoint) -> bool {
         let commanded = self
-            .held()
+            .state()
+            .held
             .as_ref()
             .map_or(cp.commands > 0, |s| s.commands != cp.commands);
         !commanded || self.save(cp).await
     }
 
     /// Saves `cp` unless the bucket holds it already; whether it is saved.
+    /// A write that finds another revision looks at what the key holds: its
+    /// own earlier write whose answer was lost is taken as written (and
+    /// this one tried again on it); anything newer is another delivery's,
+    /// and this one is superseded.
     async fn save(&self, cp: &Checkpoint) -> bool {
         if self.holds(cp) {
             return true;
         }
-        let saved = checkpoint::save(&self.kv, &self.key, cp, self.metrics).await;
-        if saved {
-            *self.held() = Some(cp.clone());
+        if self.is_superseded() {
+            return false;
         }
-        saved
+        let Some(bytes) = checkpoint::encode(cp, self.metrics) else {
+            return false;
+        };
+        // At most: this write, then once more after adopting an unanswered
+        // earlier write of this delivery.
+        for _ in 0..2 {
+            let revision = self.state().revision;
+            match checkpoint::put(&self.kv, &self.key, bytes.clone(), revision, self.metrics).await
+            {
+                checkpoint::Put::Saved(revision) => {
+                    let mut state = self.state();
+                    state.held = Some(cp.clone());
+                    state.revision = revision;
+                    state.unanswered = None;
+                    return true;
+                }
+                checkpoint::Put::Failed => {
+                    self.state().unanswered = Some((bytes, cp.clone()));
+                    return false;
+                }
+                checkpoint::Put::Conflict => {
+                    let Some((value, found)) = checkpoint::current(&self.kv, &self.key).await
+                    else {
+                        self.metrics.checkpoint_errors.inc();
+                        return false;
+                    };
+                    let mut state = self.state();
+                    if value == bytes {
+                        // This very write landed; its answer was lost.
+                        state.held = Some(cp.clone());
+                        state.revision = found;
+                        state.unanswered = None;
+                        return true;
+                    }
+                    if let Some((_, earlier)) = state
+                        .unanswered
+                        .take()
+                        .filter(|(unanswered, _)| *unanswered == value)
+                    {
+                        // An earlier write of this delivery landed: write
+                        // over it.
+                        state.held = Some(earlier);
+                        state.revision = found;
+                        continue;
+                    }
+                    if found > revision {
+                        state.superseded = true;
+                    } else {
+                        // An older read than the revision this delivery
+                        // knows (a lagging replica): not known yet.
+                        self.metrics.checkpoint_errors.inc();
+                    }
+                    return false;
+                }
+            }
+        }
+        false
     }
 }
 

@@ -75,6 +75,9 @@ pub struct WorkerMetrics {
     pub checkpoints_written: Counter,
     /// Checkpoints that could not be saved.
     pub checkpoint_errors: Counter,
+    /// Deliveries that stopped because another delivery of the same job
+    /// wrote its checkpoint since they read it.
+    pub jobs_superseded: Counter,
     /// Jobs that did not decode and were terminated.
     pub jobs_parked: Counter,
     /// Jobs being worked on now.
@@ -108,6 +111,7 @@ impl WorkerMetrics {
             job_naks: Family::default(),
             checkpoints_written: Counter::default(),
             checkpoint_errors: Counter::default(),
+            jobs_superseded: Counter::default(),
             jobs_parked: Counter::default(),
             jobs_in_flight: Gauge::default(),
             job_partitions: Gauge::default(),
@@ -157,6 +161,11 @@ impl WorkerMetrics {
             "checkpoint_errors",
             "Step checkpoints that could not be saved",
             m.checkpoint_errors.clone(),
+        );
+        r.register(
+            "jobs_superseded",
+            "Step job deliveries stopped because another delivery of the job wrote its checkpoint",
+            m.jobs_superseded.clone(),
         );
         r.register(
             "jobs_parked",

@@ -429,6 +429,56 @@ fn a_deadline_fails_the_step_and_the_task_and_tells_the_worker_to_stop() {
 }
 
 #[test]
+fn a_restore_sends_every_running_step_again_under_its_generation_with_a_new_deadline() {
+    // Stage 1 done; stage 2 (the switch) running, as a backup recorded it.
+    let s = running();
+    let s = ok(&s, result(&s, 0, StepOutcome::Completed), T0 + 1_000).state;
+    let s = ok(&s, result(&s, 1, StepOutcome::Completed), T0 + 2_000).state;
+    let running_steps: Vec<u32> = s
+        .steps
+        .iter()
+        .filter(|x| x.status == Running)
+        .map(|x| x.step_index)
+        .collect();
+    assert!(!running_steps.is_empty());
+    let later = T0 + 3_600_000;
+    let t = ok(&s, Event::Restored, later);
+    assert_eq!(t.state.status, TaskStatus::Running);
+    assert_eq!(statuses(&t.state), statuses(&s), "no step moves");
+    let sent: Vec<_> = jobs(&t);
+    assert_eq!(
+        sent.iter().map(|j| j.id.step_index).collect::<Vec<_>>(),
+        running_steps
+    );
+    for j in &sent {
+        let step = t.state.step(j.id.step_index).unwrap();
+        let before = s.step(j.id.step_index).unwrap();
+        assert_eq!(
+            j.id.generation, before.generation,
+            "same generation: same checkpoint"
+        );
+        assert_eq!(step.generation, before.generation);
+        assert_eq!(j.deadline_ms, later + step.budget_ms);
+        assert_eq!(step.deadline_ms, Some(later + step.budget_ms));
+        assert_eq!(j.stage, step.stage);
+    }
+    assert_eq!(marks(&t), 0);
+    assert!(!promotes(&t));
+    assert!(finished_event(&t).is_none());
+    // A result of that generation still applies.
+    let step = sent[0].id.step_index;
+    let done = ok(
+        &t.state,
+        result(&t.state, step, StepOutcome::Completed),
+        later + 1,
+    );
+    assert_ne!(done.state.step(step).unwrap().status, Running);
+    // A task being cancelled gets its mark again.
+    let cancelling = ok(&s, Event::CancelRequested, T0 + 2_500).state;
+    assert_eq!(marks(&ok(&cancelling, Event::Restored, later)), 1);
+}
+
+#[test]
 fn a_cancel_request_marks_once_and_no_further_stage_starts() {
     let s = running();
     let t = ok(&s, Event::CancelRequested, T0 + 1);
@@ -709,6 +759,7 @@ fn events(s: &TaskState) -> Vec<Event> {
         Event::QueueExpired,
         Event::Promoted,
         Event::ReadinessChecked(Vec::new()),
+        Event::Restored,
     ]
 }
 
@@ -729,7 +780,8 @@ fn every_status_and_event_pair_is_legal_or_refused_as_the_table_says() {
     // Rows: Pending, Waiting, Running, Completed, Failed, Terminated, and
     // Running held by its readiness gate.
     // Columns: submit-start, submit-queue, result, deadline (far future),
-    // cancel, expiry (far future), promotion, readiness checked (all ready).
+    // cancel, expiry (far future), promotion, readiness checked (all ready),
+    // restored from a backup.
     let table = [
         [
             To(S::Running),
@@ -740,6 +792,7 @@ fn every_status_and_event_pair_is_legal_or_refused_as_the_table_says() {
             Refused,
             Refused,
             Refused,
+            Refused,
         ],
         [
             Refused,
@@ -750,6 +803,7 @@ fn every_status_and_event_pair_is_legal_or_refused_as_the_table_says() {
             To(S::Failed),
             To(S::Running),
             Refused,
+            Unchanged,
         ],
         [
             Refused,
@@ -760,15 +814,19 @@ fn every_status_and_event_pair_is_legal_or_refused_as_the_table_says() {
             Unchanged,
             Unchanged,
             Unchanged,
+            To(S::Running),
         ],
         [
             Refused, Refused, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged,
+            Unchanged,
         ],
         [
             Refused, Refused, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged,
+            Unchanged,
         ],
         [
             Refused, Refused, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged, Unchanged,
+            Unchanged,
         ],
         [
             Refused,
@@ -779,6 +837,7 @@ fn every_status_and_event_pair_is_legal_or_refused_as_the_table_says() {
             Unchanged,
             Unchanged,
             To(S::Running),
+            Unchanged,
         ],
     ];
     for (state, row) in states().iter().zip(table) {
@@ -833,6 +892,7 @@ enum Abstract {
         gen_delta: i8,
     },
     Cancel,
+    Restore,
     Expire,
     Promote,
     Ready {
@@ -853,6 +913,7 @@ fn abstract_event() -> impl Strategy<Value = Abstract> {
         Just(Abstract::Expire),
         Just(Abstract::Promote),
         any::<bool>().prop_map(|blocked| Abstract::Ready { blocked }),
+        Just(Abstract::Restore),
     ]
 }
 
@@ -888,6 +949,7 @@ fn concrete(s: &TaskState, a: &Abstract) -> Event {
         Abstract::Promote => Event::Promoted,
         Abstract::Ready { blocked: false } => Event::ReadinessChecked(Vec::new()),
         Abstract::Ready { blocked: true } => Event::ReadinessChecked(vec![not_ready("compute-01")]),
+        Abstract::Restore => Event::Restored,
     }
 }
 
@@ -968,9 +1030,16 @@ proptest! {
                     }
                     invariants(&t.state);
                     // The same event again is the same as once (or refused,
-                    // which changes nothing either).
+                    // which changes nothing either) — but for a restore,
+                    // which sends the running steps' jobs again each time
+                    // (under the same IDs) and changes nothing else.
                     if let Ok(again) = apply(&t.state, &event, now) {
-                        prop_assert_eq!(again, Transition::unchanged(&t.state));
+                        if matches!(event, Event::Restored) {
+                            prop_assert_eq!(&again.state, &t.state);
+                            prop_assert_eq!(jobs(&again).len(), jobs(&t).len());
+                        } else {
+                            prop_assert_eq!(again, Transition::unchanged(&t.state));
+                        }
                     }
                     // A final status never changes.
                     if before.status.is_final() {

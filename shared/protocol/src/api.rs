@@ -249,12 +249,14 @@ pub mod endpoint {
 impl crate::audit::AuditList {
     /// What decoding cannot check: a limit of 1 to
     /// [`crate::audit::MAX_LIST_LIMIT`], `until` later than `since`, an
-    /// endpoint in the catalog.
+    /// endpoint in the catalog (or one of the scheduler's own: retention,
+    /// a restore).
     pub fn check(&self) -> Result<(), ApiError> {
         self.check_fields()?;
         if let Some(endpoint) = &self.endpoint
             && endpoint::kind(endpoint).is_none()
             && endpoint != crate::history::EXPIRE_ENDPOINT
+            && endpoint != crate::restore::RESTORE_ENDPOINT
         {
             return Err(ApiError::new(
                 ErrorCode::BadRequest,

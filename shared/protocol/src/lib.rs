@@ -21,6 +21,7 @@ pub mod preview;
 pub mod rack;
 pub mod rack_api;
 pub mod readiness;
+pub mod restore;
 pub mod rule_api;
 pub mod run;
 pub mod schedule;

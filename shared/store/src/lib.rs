@@ -16,6 +16,7 @@ pub mod observed;
 pub mod power;
 mod racks;
 mod resolve;
+pub mod restore;
 mod rows;
 mod rules;
 pub mod runs;

@@ -207,11 +207,13 @@ impl StackBuilder {
             match self.metrics {
                 Some(metrics) => {
                     let client = stack.connect("flow-scheduler").await;
-                    let scheduler = Scheduler::start_with_metrics(
+                    let scheduler = Scheduler::start_with_options(
                         client,
                         stack.store.clone(),
-                        stack.topology(),
-                        metrics,
+                        flow_scheduler::Options {
+                            metrics: Some(metrics),
+                            ..flow_scheduler::Options::new(stack.topology())
+                        },
                     )
                     .await
                     .expect("the scheduler");
@@ -358,18 +360,25 @@ impl Stack {
 
     /// Starts another scheduler on its own connection, same database.
     pub async fn start_scheduler(&mut self) {
+        self.start_scheduler_with(false).await;
+    }
+
+    /// Starts another scheduler as one starts on a database just restored
+    /// from a backup (`flow-scheduler --restored`).
+    pub async fn start_restored_scheduler(&mut self) {
+        self.start_scheduler_with(true).await;
+    }
+
+    async fn start_scheduler_with(&mut self, restored: bool) {
         let client = self.connect("flow-scheduler").await;
-        let scheduler = Scheduler::start_full(
-            client,
-            self.store.clone(),
-            self.topology(),
-            None,
-            flow_scheduler::IdentityMode::Development,
-            Vec::new(),
-            self.history.clone(),
-        )
-        .await
-        .expect("the scheduler");
+        let options = flow_scheduler::Options {
+            history: self.history.clone(),
+            restored,
+            ..flow_scheduler::Options::new(self.topology())
+        };
+        let scheduler = Scheduler::start_with_options(client, self.store.clone(), options)
+            .await
+            .expect("the scheduler");
         self.schedulers.push(scheduler);
         self.wait_until_answering().await;
     }

@@ -80,6 +80,8 @@ pub fn apply(state: &TaskState, event: &Event, now_ms: u64) -> Result<Transition
         ) => {
             return Err(illegal());
         }
+        // Nothing of it was sent: it waits as before.
+        (TaskStatus::Waiting, Event::Restored) => {}
 
         (TaskStatus::Running, Event::StepResult(result)) => next.result(result)?,
         (
@@ -100,6 +102,7 @@ pub fn apply(state: &TaskState, event: &Event, now_ms: u64) -> Result<Transition
             }
         }
         (TaskStatus::Running, Event::ReadinessChecked(not_ready)) => next.readiness(not_ready)?,
+        (TaskStatus::Running, Event::Restored) => next.send_again()?,
         // Promoted or expired already: a repeat, or a promotion that beat
         // the expiry.
         (TaskStatus::Running, Event::Promoted | Event::QueueExpired) => {}
@@ -218,6 +221,47 @@ impl Next {
         } else {
             self.state.message = format!("waiting for components to be ready: {names}");
         }
+        Ok(())
+    }
+
+    /// After a restore: the job of every running step again, same
+    /// generation, deadline from now; the cancel mark again when a cancel
+    /// was asked (it is idempotent).
+    fn send_again(&mut self) -> Result<(), LifecycleError> {
+        let now = self.now_ms;
+        let mut jobs = Vec::new();
+        for step in self
+            .state
+            .steps
+            .iter_mut()
+            .filter(|s| s.status == StepStatus::Running)
+        {
+            step.deadline_ms = Some(now.saturating_add(step.budget_ms));
+            let job = self
+                .state
+                .plan
+                .job(step.step_index)
+                .ok_or(LifecycleError::PlanMismatch {
+                    task: self.state.id,
+                    step_index: step.step_index,
+                })?;
+            jobs.push(JobMessage {
+                schema: flow_protocol::api::SCHEMA,
+                id: JobId {
+                    task: self.state.id,
+                    step_index: step.step_index,
+                    generation: step.generation,
+                },
+                stage: step.stage,
+                deadline_ms: now.saturating_add(step.budget_ms),
+                job,
+            });
+        }
+        if self.state.cancel_requested {
+            self.cancel_mark();
+        }
+        self.effects
+            .extend(jobs.into_iter().map(|j| Effect::PublishJob(Box::new(j))));
         Ok(())
     }
 

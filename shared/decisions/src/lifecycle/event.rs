@@ -45,6 +45,13 @@ pub enum Event {
     /// Its gated components were looked at: those not ready (none: it may
     /// start).
     ReadinessChecked(Vec<NotReady>),
+    /// Its database was restored from a backup (`flow-scheduler
+    /// --restored`): what it says is running may have run on, or ended,
+    /// since. Every running step's job is sent again under the same
+    /// generation — a worker resumes it from its checkpoint, repeating no
+    /// command that record says went, and reports how it ended — with a
+    /// deadline counted from now.
+    Restored,
 }
 
 impl Event {
@@ -58,6 +65,7 @@ impl Event {
             Event::QueueExpired => "queue expiry",
             Event::Promoted => "promotion",
             Event::ReadinessChecked(_) => "readiness check",
+            Event::Restored => "restore",
         }
     }
 }
