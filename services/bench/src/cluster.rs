@@ -37,6 +37,9 @@ const START_TIMEOUT: Duration = Duration::from_secs(90);
 pub struct Tools {
     /// Directory holding flow-scheduler, flow-worker and flow-rack-sim.
     pub bin_dir: PathBuf,
+    /// Where the schedulers and workers start from (the upgrade drill's
+    /// previous release; otherwise `bin_dir`).
+    pub flow_bin_dir: PathBuf,
     /// A nats-server >= 2.10.
     pub nats_server: PathBuf,
     /// A Postgres URL whose user may create databases (ignored with
@@ -370,7 +373,7 @@ impl Cluster {
             };
             schedulers.push(Proc::spawn(Recipe {
                 name: name.clone(),
-                program: tools.bin_dir.join("flow-scheduler"),
+                program: tools.flow_bin_dir.join("flow-scheduler"),
                 args: Vec::new(),
                 env,
                 log: work.join(format!("{}.log", name.trim_start_matches("flow-"))),
@@ -415,7 +418,7 @@ impl Cluster {
             }
             workers.push(Proc::spawn(Recipe {
                 name: format!("worker-{n}"),
-                program: tools.bin_dir.join("flow-worker"),
+                program: tools.flow_bin_dir.join("flow-worker"),
                 args,
                 env,
                 log: work.join(format!("worker-{n}.log")),

@@ -17,6 +17,7 @@
 //! scripts/bench run nvl72 firmware    # some scenarios
 //! scripts/bench drill                 # the full drill: 50 racks
 //! scripts/bench drill restore         # the database lost and restored
+//! scripts/bench drill upgrade         # a rollout across a rolling upgrade
 //! scripts/bench leak                  # leak containment: 25 racks
 //! scripts/bench watch-1000            # watchers over 1,000 racks, one killed
 //! ```
@@ -35,6 +36,7 @@ mod procs;
 mod report;
 mod rollout;
 mod scenario;
+mod upgrade;
 mod watch;
 mod writes;
 
@@ -213,7 +215,8 @@ enum Command {
     Drill {
         /// A named drill: `restore` (the database backed up, lost and
         /// restored in each phase; no other fault unless --faults names
-        /// more).
+        /// more), or `upgrade` (a rollout started on the previous release,
+        /// its processes replaced one at a time: --from-bin).
         #[arg(value_enum)]
         preset: Option<DrillPreset>,
         /// Racks.
@@ -236,6 +239,13 @@ enum Command {
         /// partition).
         #[arg(long)]
         cluster: bool,
+        /// `drill upgrade`: the previous release's flow-scheduler and
+        /// flow-worker (scripts/bench drill upgrade builds them).
+        #[arg(long)]
+        from_bin: Option<PathBuf>,
+        /// `drill upgrade`: what they were built from, for the report.
+        #[arg(long, default_value = "previous")]
+        from: String,
     },
 }
 
@@ -245,6 +255,9 @@ enum DrillPreset {
     /// Tasks running, the database backed up, lost, restored and the
     /// scheduler started again with `--restored`.
     Restore,
+    /// A rollout started on the previous release's binaries; the
+    /// scheduler, then each worker, replaced by the current build.
+    Upgrade,
 }
 
 fn tools(a: &ToolArgs) -> anyhow::Result<Tools> {
@@ -271,6 +284,7 @@ fn tools(a: &ToolArgs) -> anyhow::Result<Tools> {
         )?,
     };
     Ok(Tools {
+        flow_bin_dir: bin_dir.clone(),
         bin_dir,
         nats_server,
         database_url: a.database_url.clone(),
@@ -586,6 +600,46 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
             Ok(())
         }
         Command::Drill {
+            preset: Some(DrillPreset::Upgrade),
+            racks,
+            workers,
+            short,
+            from_bin,
+            from,
+            ..
+        } => {
+            let spec = upgrade::UpgradeSpec {
+                racks: if short { 3 } else { racks },
+                workers: if short { 2 } else { workers },
+                from_bin: from_bin.context("drill upgrade needs --from-bin")?,
+                from,
+                time_scale: 0.05,
+                every: Duration::from_secs(5),
+                limit: Duration::from_secs(if short { 240 } else { 600 }),
+            };
+            let work = work_dir(&cli.tools, "drill-upgrade");
+            let report = upgrade::run(&tools, &spec, &work).await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            if let Some(path) = &cli.tools.json {
+                std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
+            }
+            if !report.problems.is_empty() {
+                bail!(
+                    "the upgrade drill found {} problem(s); logs in {}:\n  {}",
+                    report.problems.len(),
+                    work.display(),
+                    report.problems.join("\n  ")
+                );
+            }
+            if cli.tools.work_dir.is_none() {
+                let _ = std::fs::remove_dir_all(&work);
+            }
+            eprintln!(
+                "upgrade drill passed: the rollout completed across the upgrade, every component commanded once"
+            );
+            Ok(())
+        }
+        Command::Drill {
             preset,
             racks,
             workers,
@@ -593,6 +647,7 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
             worker_kill_every,
             short,
             cluster,
+            ..
         } => {
             let spec = DrillSpec {
                 racks: if short { 3 } else { racks },
@@ -600,8 +655,8 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
                 faults: match (faults.is_empty(), preset, cluster) {
                     (false, _, _) => faults,
                     (true, Some(DrillPreset::Restore), _) => vec![Fault::DatabaseRestore],
-                    (true, None, false) => Fault::ALL.to_vec(),
-                    (true, None, true) => Fault::CLUSTER.to_vec(),
+                    (true, _, false) => Fault::ALL.to_vec(),
+                    (true, _, true) => Fault::CLUSTER.to_vec(),
                 },
                 nats_nodes: if cluster { 3 } else { 1 },
                 schedulers: if cluster { 3 } else { 1 },

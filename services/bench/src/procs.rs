@@ -195,6 +195,20 @@ impl Proc {
         started
     }
 
+    /// Stops it gently (SIGTERM, `grace`) and starts `program` in its
+    /// place with the same arguments and environment (an upgrade).
+    pub fn replace_program(&mut self, program: &Path, grace: Duration) -> anyhow::Result<()> {
+        self.terminate(grace);
+        self.recipe.program = program.to_path_buf();
+        self.child = None;
+        self.start()
+    }
+
+    /// The program it runs.
+    pub fn program(&self) -> &Path {
+        &self.recipe.program
+    }
+
     /// The last `n` lines of its log, for error messages.
     pub fn log_tail(&self, n: usize) -> String {
         let text = std::fs::read_to_string(&self.recipe.log).unwrap_or_default();

@@ -176,28 +176,31 @@ async fn a_database_restored_mid_task_finishes_it_with_every_component_commanded
     env.stop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn two_deliveries_of_one_job_at_once_command_each_component_once() {
-    // No worker yet: the job waits in the stream, where a second copy of it
-    // (another message ID, as a restore's would be) joins it.
-    let mut env = Stack::builder()
+/// A stack whose default restart rule restarts the compute trays (after
+/// `sleep`, when given), its trays on, and the restart task submitted.
+async fn restart_task(workers: usize, sleep: Option<&str>) -> (Stack, String) {
+    let env = Stack::builder()
         .simulator(SimConfig {
             initial_power: InitialPower::On,
             ..small_rack()
         })
-        .workers(0)
+        .workers(workers)
         .start()
         .await;
     // A restart: a second one, sent once the first is over, would be
     // accepted by the tray and restart it twice.
+    let mut step = json!({"component_type": "compute", "stage": 1,
+        "main_operation": {"name": "PowerControl"},
+        "post_operation": [{"name": "VerifyPowerStatus", "timeout": "30s", "poll_interval": "1s",
+                            "parameters": {"expected_status": "on"}}]});
+    if let Some(sleep) = sleep {
+        step["pre_operation"] = json!([{"name": "Sleep", "parameters": {"duration": sleep}}]);
+    }
     env.ok(
         "rule.create",
         json!({"name": "compute restart", "operation_type": "power_control",
-               "operation": "restart", "is_default": true, "definition": {"version": "v1", "steps": [
-            {"component_type": "compute", "stage": 1, "main_operation": {"name": "PowerControl"},
-             "post_operation": [{"name": "VerifyPowerStatus", "timeout": "30s", "poll_interval": "1s",
-                                 "parameters": {"expected_status": "on"}}]}
-        ]}}),
+               "operation": "restart", "is_default": true,
+               "definition": {"version": "v1", "steps": [step]}}),
     )
     .await;
     let rack = env.sim().inventory()[0].name.clone();
@@ -210,6 +213,12 @@ async fn two_deliveries_of_one_job_at_once_command_each_component_once() {
         .as_str()
         .expect("a task")
         .to_owned();
+    (env, task)
+}
+
+/// Publishes a second copy of the one job in `FLOW_JOBS` under another
+/// message ID, as a restore would send it again.
+async fn copy_the_job(env: &Stack) {
     flow_tests::eventually(WAIT, POLL, || async {
         (env.stream_messages("FLOW_JOBS").await == 1).then_some(())
     })
@@ -235,12 +244,13 @@ async fn two_deliveries_of_one_job_at_once_command_each_component_once() {
         .await
         .expect("and stored");
     assert_eq!(env.stream_messages("FLOW_JOBS").await, 2);
+}
 
-    // One worker takes both at once.
-    env.start_worker().await;
-    let done = env.finish(&task).await;
+/// The task completed and each compute tray was restarted once.
+async fn restarted_once(env: &Stack, task: &str) {
+    let done = env.finish(task).await;
     assert_eq!(done["status"], "completed", "{done:#}");
-    let compute: Vec<(String, usize)> = commands(&env)
+    let compute: Vec<(String, usize)> = commands(env)
         .into_iter()
         .filter(|(name, _)| name.starts_with("compute"))
         .collect();
@@ -248,5 +258,39 @@ async fn two_deliveries_of_one_job_at_once_command_each_component_once() {
     for (name, n) in compute {
         assert_eq!(n, 1, "{name} commanded once, not {n} times");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_deliveries_of_one_job_at_once_command_each_component_once() {
+    // No worker yet: the job waits in the stream, where a second copy of it
+    // joins it; then one worker takes both at once.
+    let (mut env, task) = restart_task(0, None).await;
+    copy_the_job(&env).await;
+    env.start_worker().await;
+    restarted_once(&env, &task).await;
+    env.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_copy_that_arrives_while_the_first_delivery_waits_commands_nothing_twice() {
+    // The first delivery sleeps 3 s before its commands, its checkpoint
+    // saved; the copy arrives then, reads that checkpoint and waits for the
+    // same moment: both go on from the same state at about the same time.
+    // (When they wake within one millisecond they write the same bytes:
+    // `services/worker/src/stored.rs` tests that case.)
+    let (env, task) = restart_task(1, Some("3s")).await;
+    let key = format!("job.{task}.0.1");
+    let bucket = env
+        .js
+        .get_key_value(flow_protocol::jobs::BUCKET_JOB_STATE)
+        .await
+        .expect("the job-state bucket");
+    flow_tests::eventually(WAIT, POLL, || async {
+        bucket.get(&key).await.ok().flatten().map(|_| ())
+    })
+    .await
+    .expect("the first delivery saved its checkpoint at its sleep");
+    copy_the_job(&env).await;
+    restarted_once(&env, &task).await;
     env.stop().await;
 }

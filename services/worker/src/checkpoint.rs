@@ -8,6 +8,12 @@
 //! (`shared/protocol/src/restore.rs`) — cannot both record a command. The
 //! one whose write finds a newer revision it did not make stops
 //! ([`Put::Conflict`], `services/worker/src/job.rs`), and the other goes on.
+//!
+//! Each write names its delivery (`writer`, beside the checkpoint's own
+//! fields; a reader of an older release ignores it): two deliveries woken
+//! at the same instant from the same checkpoint compute the same bytes, so
+//! only the name tells a delivery's own write, whose answer was lost, from
+//! the other's.
 
 use async_nats::jetstream::kv;
 use bytes::Bytes;
@@ -69,9 +75,28 @@ pub async fn load(
     Ok((loaded, entry.revision))
 }
 
-/// A checkpoint as written.
-pub fn encode(cp: &Checkpoint, metrics: &WorkerMetrics) -> Option<Bytes> {
-    match serde_json::to_vec(cp) {
+/// A checkpoint as written: its fields and the delivery that wrote it.
+#[derive(serde::Serialize)]
+struct Written<'a> {
+    #[serde(flatten)]
+    checkpoint: &'a Checkpoint,
+    writer: &'a str,
+}
+
+/// Who wrote a stored checkpoint (none: a worker of an older release).
+#[derive(serde::Deserialize)]
+struct Writer {
+    #[serde(default)]
+    writer: Option<String>,
+}
+
+/// A checkpoint as `writer` (one delivery of the job) writes it.
+pub fn encode(cp: &Checkpoint, writer: &str, metrics: &WorkerMetrics) -> Option<Bytes> {
+    let written = Written {
+        checkpoint: cp,
+        writer,
+    };
+    match serde_json::to_vec(&written) {
         Ok(bytes) => Some(bytes.into()),
         Err(error) => {
             metrics.checkpoint_errors.inc();
@@ -116,11 +141,28 @@ pub async fn put(
     }
 }
 
-/// The key's value and revision now (`None`: absent, deleted or not
-/// readable now).
-pub async fn current(kv: &kv::Store, key: &str) -> Option<(Bytes, u64)> {
+/// What the key holds now.
+#[derive(Debug)]
+pub struct Current {
+    /// The stored bytes.
+    pub value: Bytes,
+    /// Their revision.
+    pub revision: u64,
+    /// The delivery that wrote them (none: unnamed, an older release).
+    pub writer: Option<String>,
+}
+
+/// The key's value, revision and writer now (`None`: absent, deleted or
+/// not readable now).
+pub async fn current(kv: &kv::Store, key: &str) -> Option<Current> {
     match kv.entry(key).await {
-        Ok(Some(e)) if e.operation == kv::Operation::Put => Some((e.value, e.revision)),
+        Ok(Some(e)) if e.operation == kv::Operation::Put => Some(Current {
+            writer: serde_json::from_slice::<Writer>(&e.value)
+                .ok()
+                .and_then(|w| w.writer),
+            value: e.value,
+            revision: e.revision,
+        }),
         Ok(_) => None,
         Err(error) => {
             tracing::warn!(error = %ErrorChain(&error), key, "checkpoint not readable now");

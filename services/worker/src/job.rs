@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::{self, Message, kv};
 use flow_executor::checkpoint::ComponentStatus;
-use flow_executor::{Checkpoint, Clock, Effects, Journal, Progress, SystemClock, advance};
+use flow_executor::{Checkpoint, Clock, Effects, Progress, SystemClock, advance};
 use flow_hardware::ManagerRegistry;
 use flow_jetstream::park;
 use flow_protocol::ComponentOutcome;
@@ -20,6 +20,7 @@ use crate::ack::{Disposition, dispose};
 use crate::cancel_marks::CancelMarks;
 use crate::metrics::{OutcomeLabels, WorkerMetrics};
 use crate::progress::{self, KeepAlive};
+use crate::stored::Stored;
 use crate::{EVENT_WAIT, INLINE_WAIT, MAX_NAK_DELAY, checkpoint};
 
 /// How much earlier than its time a durable wait's job comes back, to
@@ -451,154 +452,6 @@ fn encode(result: &ResultMessage) -> Option<Vec<u8>> {
             tracing::error!(error = %ErrorChain(&error), "result not encodable");
             None
         }
-    }
-}
-
-/// The job's checkpoint in the job-state bucket: what it holds, as far as
-/// this worker knows (`None`: nothing), at which revision, and the writes
-/// to it — each a compare-and-set on that revision
-/// (`services/worker/src/checkpoint.rs`). It is the step's [`Journal`]: the
-/// executor keeps the checkpoint here before and after every command
-/// (`shared/executor/src/command.rs`).
-struct Stored<'a> {
-    kv: kv::Store,
-    key: String,
-    metrics: &'a WorkerMetrics,
-    state: std::sync::Mutex<StoredState>,
-}
-
-#[derive(Default)]
-struct StoredState {
-    /// What the bucket holds, as far as this delivery knows.
-    held: Option<Checkpoint>,
-    /// Its revision (0: the key was never written).
-    revision: u64,
-    /// A write whose answer did not come: it may be in the bucket, at a
-    /// revision this delivery has not seen.
-    unanswered: Option<(bytes::Bytes, Checkpoint)>,
-    /// Another delivery of the job wrote the checkpoint: this one stops.
-    superseded: bool,
-}
-
-impl<'a> Stored<'a> {
-    fn new(kv: kv::Store, key: String, metrics: &'a WorkerMetrics) -> Self {
-        Stored {
-            kv,
-            key,
-            metrics,
-            state: std::sync::Mutex::new(StoredState::default()),
-        }
-    }
-
-    fn state(&self) -> std::sync::MutexGuard<'_, StoredState> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Sets what the bucket is known to hold (as read), and its revision.
-    fn set(&self, cp: Option<Checkpoint>, revision: u64) {
-        let mut state = self.state();
-        state.held = cp;
-        state.revision = revision;
-    }
-
-    /// Whether the bucket holds `cp` already.
-    fn holds(&self, cp: &Checkpoint) -> bool {
-        self.state().held.as_ref() == Some(cp)
-    }
-
-    /// Whether another delivery of the job wrote its checkpoint since this
-    /// one read or wrote it.
-    fn is_superseded(&self) -> bool {
-        self.state().superseded
-    }
-
-    /// Saves `cp` if it sent a command since the stored copy, so no
-    /// redelivery repeats it; polls since need no save (a redelivery
-    /// repeats a read). Whether the commands are kept.
-    async fn keep_commands(&self, cp: &Checkpoint) -> bool {
-        let commanded = self
-            .state()
-            .held
-            .as_ref()
-            .map_or(cp.commands > 0, |s| s.commands != cp.commands);
-        !commanded || self.save(cp).await
-    }
-
-    /// Saves `cp` unless the bucket holds it already; whether it is saved.
-    /// A write that finds another revision looks at what the key holds: its
-    /// own earlier write whose answer was lost is taken as written (and
-    /// this one tried again on it); anything newer is another delivery's,
-    /// and this one is superseded.
-    async fn save(&self, cp: &Checkpoint) -> bool {
-        if self.holds(cp) {
-            return true;
-        }
-        if self.is_superseded() {
-            return false;
-        }
-        let Some(bytes) = checkpoint::encode(cp, self.metrics) else {
-            return false;
-        };
-        // At most: this write, then once more after adopting an unanswered
-        // earlier write of this delivery.
-        for _ in 0..2 {
-            let revision = self.state().revision;
-            match checkpoint::put(&self.kv, &self.key, bytes.clone(), revision, self.metrics).await
-            {
-                checkpoint::Put::Saved(revision) => {
-                    let mut state = self.state();
-                    state.held = Some(cp.clone());
-                    state.revision = revision;
-                    state.unanswered = None;
-                    return true;
-                }
-                checkpoint::Put::Failed => {
-                    self.state().unanswered = Some((bytes, cp.clone()));
-                    return false;
-                }
-                checkpoint::Put::Conflict => {
-                    let Some((value, found)) = checkpoint::current(&self.kv, &self.key).await
-                    else {
-                        self.metrics.checkpoint_errors.inc();
-                        return false;
-                    };
-                    let mut state = self.state();
-                    if value == bytes {
-                        // This very write landed; its answer was lost.
-                        state.held = Some(cp.clone());
-                        state.revision = found;
-                        state.unanswered = None;
-                        return true;
-                    }
-                    if let Some((_, earlier)) = state
-                        .unanswered
-                        .take()
-                        .filter(|(unanswered, _)| *unanswered == value)
-                    {
-                        // An earlier write of this delivery landed: write
-                        // over it.
-                        state.held = Some(earlier);
-                        state.revision = found;
-                        continue;
-                    }
-                    if found > revision {
-                        state.superseded = true;
-                    } else {
-                        // An older read than the revision this delivery
-                        // knows (a lagging replica): not known yet.
-                        self.metrics.checkpoint_errors.inc();
-                    }
-                    return false;
-                }
-            }
-        }
-        false
-    }
-}
-
-impl Journal for Stored<'_> {
-    fn keep<'b>(&'b self, cp: &'b Checkpoint) -> futures::future::BoxFuture<'b, bool> {
-        Box::pin(self.save(cp))
     }
 }
 

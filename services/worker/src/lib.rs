@@ -31,6 +31,7 @@ pub mod observe;
 mod observer;
 pub mod progress;
 mod pull;
+mod stored;
 pub mod watch;
 
 use std::sync::Arc;
