@@ -249,6 +249,36 @@ enum Command {
     },
 }
 
+/// Prints a drill's report (and writes it with `--json`); an error listing
+/// its problems (the logs kept in `work`), else the work directory removed
+/// unless it was given, and `passed` said.
+fn drill_verdict<R: serde::Serialize>(
+    args: &ToolArgs,
+    report: &R,
+    problems: &[String],
+    work: &std::path::Path,
+    what: &str,
+    passed: &str,
+) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(report)?);
+    if let Some(path) = &args.json {
+        std::fs::write(path, serde_json::to_vec_pretty(report)?)?;
+    }
+    if !problems.is_empty() {
+        bail!(
+            "{what} found {} problem(s); logs in {}:\n  {}",
+            problems.len(),
+            work.display(),
+            problems.join("\n  ")
+        );
+    }
+    if args.work_dir.is_none() {
+        let _ = std::fs::remove_dir_all(work);
+    }
+    eprintln!("{what} passed: {passed}");
+    Ok(())
+}
+
 /// A named drill (`scripts/bench drill restore`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum DrillPreset {
@@ -619,25 +649,14 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
             };
             let work = work_dir(&cli.tools, "drill-upgrade");
             let report = upgrade::run(&tools, &spec, &work).await?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            if let Some(path) = &cli.tools.json {
-                std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
-            }
-            if !report.problems.is_empty() {
-                bail!(
-                    "the upgrade drill found {} problem(s); logs in {}:\n  {}",
-                    report.problems.len(),
-                    work.display(),
-                    report.problems.join("\n  ")
-                );
-            }
-            if cli.tools.work_dir.is_none() {
-                let _ = std::fs::remove_dir_all(&work);
-            }
-            eprintln!(
-                "upgrade drill passed: the rollout completed across the upgrade, every component commanded once"
-            );
-            Ok(())
+            drill_verdict(
+                &cli.tools,
+                &report,
+                &report.problems,
+                &work,
+                "the upgrade drill",
+                "the rollout completed across the upgrade, every component commanded once",
+            )
         }
         Command::Drill {
             preset,
@@ -666,23 +685,14 @@ async fn run(cli: Cli, tools: Tools) -> anyhow::Result<()> {
             };
             let work = work_dir(&cli.tools, "drill");
             let report = drill::run(&tools, &spec, &work).await?;
-            println!("{}", serde_json::to_string_pretty(&report)?);
-            if let Some(path) = &cli.tools.json {
-                std::fs::write(path, serde_json::to_vec_pretty(&report)?)?;
-            }
-            if !report.problems.is_empty() {
-                bail!(
-                    "the drill found {} problem(s); logs in {}:\n  {}",
-                    report.problems.len(),
-                    work.display(),
-                    report.problems.join("\n  ")
-                );
-            }
-            if cli.tools.work_dir.is_none() {
-                let _ = std::fs::remove_dir_all(&work);
-            }
-            eprintln!("drill passed: every task completed, every component as demanded");
-            Ok(())
+            drill_verdict(
+                &cli.tools,
+                &report,
+                &report.problems,
+                &work,
+                "the drill",
+                "every task completed, every component as demanded",
+            )
         }
     }
 }

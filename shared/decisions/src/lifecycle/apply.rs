@@ -5,10 +5,10 @@ use std::time::Duration;
 use flow_protocol::jobs::{CancelMark, JobId, JobMessage, ResultMessage, StepOutcome};
 use flow_protocol::readiness::NotReady;
 use flow_protocol::task::{TaskEvent, TaskEventKind};
-use flow_protocol::{StepStatus, TaskStatus};
+use flow_protocol::{StepStatus, TaskId, TaskStatus};
 
 use super::event::{Admission, Effect, Event, LifecycleError, Transition};
-use super::state::{StepState, TaskState};
+use super::state::{StepState, TaskPlan, TaskState};
 
 /// The message of a task that expired while queued.
 pub const EXPIRED_MESSAGE: &str = "expired while queued: the rack stayed busy";
@@ -114,6 +114,33 @@ pub fn apply(state: &TaskState, event: &Event, now_ms: u64) -> Result<Transition
     Ok(Transition {
         state: next.state,
         effects: next.effects,
+    })
+}
+
+/// The job of running `step` of task `task`: its current generation, a
+/// deadline its budget from `now`.
+fn job_of(
+    task: TaskId,
+    plan: &TaskPlan,
+    step: &StepState,
+    now: u64,
+) -> Result<JobMessage, LifecycleError> {
+    let job = plan
+        .job(step.step_index)
+        .ok_or(LifecycleError::PlanMismatch {
+            task,
+            step_index: step.step_index,
+        })?;
+    Ok(JobMessage {
+        schema: flow_protocol::api::SCHEMA,
+        id: JobId {
+            task,
+            step_index: step.step_index,
+            generation: step.generation,
+        },
+        stage: step.stage,
+        deadline_ms: now.saturating_add(step.budget_ms),
+        job,
     })
 }
 
@@ -237,25 +264,7 @@ impl Next {
             .filter(|s| s.status == StepStatus::Running)
         {
             step.deadline_ms = Some(now.saturating_add(step.budget_ms));
-            let job = self
-                .state
-                .plan
-                .job(step.step_index)
-                .ok_or(LifecycleError::PlanMismatch {
-                    task: self.state.id,
-                    step_index: step.step_index,
-                })?;
-            jobs.push(JobMessage {
-                schema: flow_protocol::api::SCHEMA,
-                id: JobId {
-                    task: self.state.id,
-                    step_index: step.step_index,
-                    generation: step.generation,
-                },
-                stage: step.stage,
-                deadline_ms: now.saturating_add(step.budget_ms),
-                job,
-            });
+            jobs.push(job_of(self.state.id, &self.state.plan, step, now)?);
         }
         if self.state.cancel_requested {
             self.cancel_mark();
@@ -291,25 +300,7 @@ impl Next {
             step.started_ms = Some(now);
             step.deadline_ms = Some(now.saturating_add(step.budget_ms));
             step.finished_ms = None;
-            let job = self
-                .state
-                .plan
-                .job(step.step_index)
-                .ok_or(LifecycleError::PlanMismatch {
-                    task: self.state.id,
-                    step_index: step.step_index,
-                })?;
-            jobs.push(JobMessage {
-                schema: flow_protocol::api::SCHEMA,
-                id: JobId {
-                    task: self.state.id,
-                    step_index: step.step_index,
-                    generation: step.generation,
-                },
-                stage,
-                deadline_ms: now.saturating_add(step.budget_ms),
-                job,
-            });
+            jobs.push(job_of(self.state.id, &self.state.plan, step, now)?);
         }
         self.state.current_stage = Some(stage);
         self.emit(TaskEventKind::StageStarted {
